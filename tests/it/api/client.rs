@@ -34,6 +34,34 @@ impl ClientEnv {
     }
 }
 
+/// Creates the config `name` through `client`, which fails; the error.
+async fn create_fails(client: &Client, name: &str) -> ApiError {
+    client
+        .configs()
+        .create(&config_request(name))
+        .await
+        .unwrap_err()
+}
+
+/// Creates the config `name` through `client`; the answer.
+async fn create_ok(client: &Client, name: &str) -> aigw::api::ConfigCreated {
+    client
+        .configs()
+        .create(&config_request(name))
+        .await
+        .unwrap()
+}
+
+/// Lists the configs through `client`, which fails; the error.
+async fn list_fails(client: &Client) -> ApiError {
+    client.configs().list(None).await.unwrap_err()
+}
+
+/// At least `least` passed since `started`.
+fn assert_took_at_least(started: Instant, least: Duration) {
+    assert!(started.elapsed() >= least, "{:?}", started.elapsed());
+}
+
 /// Records every attempt the client makes.
 #[derive(Default)]
 struct Attempts(Mutex<Vec<(String, String, Option<u16>)>>);
@@ -465,12 +493,7 @@ async fn unauthorized_refreshes_the_token_once() {
     cfg.token = Arc::new(StaticToken::new("wrong"));
     let attempts = Arc::new(Attempts::default());
     cfg.observer = Some(attempts.clone());
-    let err = Client::new(cfg)
-        .unwrap()
-        .configs()
-        .list(None)
-        .await
-        .unwrap_err();
+    let err = list_fails(&Client::new(cfg).unwrap()).await;
     assert_eq!(err.status(), Some(401));
     assert_eq!(err.category(), "Unauthorized");
     assert!(!err.is_transient());
@@ -535,7 +558,7 @@ async fn rate_limited_answers_are_retried_after_retry_after() {
     cfg.retry = RetryPolicy::none();
     let strict = Client::new(cfg).unwrap();
     let _ = strict.configs().list(None).await;
-    let err = strict.configs().list(None).await.unwrap_err();
+    let err = list_fails(&strict).await;
     assert_eq!(err.status(), Some(429));
     assert_eq!(err.category(), "RateLimited");
     assert!(err.is_transient());
@@ -545,12 +568,7 @@ async fn rate_limited_answers_are_retried_after_retry_after() {
 #[tokio::test]
 async fn server_errors_are_retried_until_success() {
     let env = ClientEnv::start().await;
-    let created = env
-        .client()
-        .configs()
-        .create(&config_request("c"))
-        .await
-        .unwrap();
+    let created = create_ok(&env.client(), "c").await;
     env.faults(json!({"error_rate": 0.3})).await;
     let mut cfg = env.config();
     cfg.retry.max_attempts = 12;
@@ -575,12 +593,7 @@ async fn retry_budget_exhausted_returns_the_last_cause() {
     let attempts = Arc::new(Attempts::default());
     let mut cfg = env.config().observer(attempts.clone());
     cfg.retry.max_attempts = 3;
-    let err = Client::new(cfg)
-        .unwrap()
-        .configs()
-        .list(None)
-        .await
-        .unwrap_err();
+    let err = list_fails(&Client::new(cfg).unwrap()).await;
     assert!(
         matches!(err, ApiError::RetriesExhausted { attempts: 3, .. }),
         "{err:?}"
@@ -595,12 +608,7 @@ async fn retry_budget_exhausted_returns_the_last_cause() {
     let attempts = Arc::new(Attempts::default());
     let mut cfg = env.config().observer(attempts.clone());
     cfg.retry.max_attempts = 2;
-    let err = Client::new(cfg)
-        .unwrap()
-        .configs()
-        .create(&config_request("x"))
-        .await
-        .unwrap_err();
+    let err = create_fails(&Client::new(cfg).unwrap(), "x").await;
     assert!(err.outcome_unknown());
     assert_eq!(attempts.of("POST", "/ai_gw/v2/configs").len(), 1);
 }
@@ -617,7 +625,7 @@ async fn timeouts() {
     cfg.retry.max_attempts = 2;
     let client = Client::new(cfg).unwrap();
 
-    let err = client.configs().list(None).await.unwrap_err();
+    let err = list_fails(&client).await;
     assert_eq!(err.category(), "Timeout", "{err}");
     assert!(err.is_transient());
     assert_eq!(
@@ -626,11 +634,7 @@ async fn timeouts() {
         "GET retried"
     );
 
-    let err = client
-        .configs()
-        .create(&config_request("t"))
-        .await
-        .unwrap_err();
+    let err = create_fails(&client, "t").await;
     assert!(matches!(err, ApiError::Timeout { .. }), "{err:?}");
     assert!(err.outcome_unknown(), "the POST may have been applied");
     assert_eq!(
@@ -647,11 +651,7 @@ async fn lost_answer_to_a_post_is_outcome_unknown() {
     let attempts = Arc::new(Attempts::default());
     let client = Client::new(env.config().observer(attempts.clone())).unwrap();
 
-    let err = client
-        .configs()
-        .create(&config_request("dropped"))
-        .await
-        .unwrap_err();
+    let err = create_fails(&client, "dropped").await;
     assert!(err.outcome_unknown(), "{err:?}");
     assert!(err.is_transient());
     assert_eq!(err.category(), "Network");
@@ -675,12 +675,7 @@ async fn lost_answer_to_a_put_is_not_repeated() {
     // Each config PUT mints a version (and a rotate_auth PUT rotates): after a lost answer the
     // caller re-reads and compares instead of the client sending it again.
     let env = ClientEnv::start().await;
-    let created = env
-        .client()
-        .configs()
-        .create(&config_request("c"))
-        .await
-        .unwrap();
+    let created = create_ok(&env.client(), "c").await;
     env.faults(json!({"drop_after_commit_rate": 1.0})).await;
     let attempts = Arc::new(Attempts::default());
     let client = Client::new(env.config().observer(attempts.clone())).unwrap();
@@ -712,11 +707,7 @@ async fn client_side_rate_limit_spaces_requests() {
     for _ in 0..6 {
         client.configs().list(None).await.unwrap();
     }
-    assert!(
-        started.elapsed() >= Duration::from_millis(450),
-        "{:?}",
-        started.elapsed()
-    );
+    assert_took_at_least(started, Duration::from_millis(450));
 }
 
 #[tokio::test]
@@ -732,11 +723,7 @@ async fn in_flight_limit_serialises_requests() {
     for result in futures::future::join_all(calls).await {
         result.unwrap();
     }
-    assert!(
-        started.elapsed() >= Duration::from_millis(300),
-        "{:?}",
-        started.elapsed()
-    );
+    assert_took_at_least(started, Duration::from_millis(300));
 }
 
 #[tokio::test]
@@ -761,12 +748,7 @@ async fn connection_refused_is_safe_to_retry() {
             base_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(10),
         });
-    let err = Client::new(cfg)
-        .unwrap()
-        .configs()
-        .create(&config_request("x"))
-        .await
-        .unwrap_err();
+    let err = create_fails(&Client::new(cfg).unwrap(), "x").await;
     assert_eq!(err.category(), "Network");
     assert!(
         !err.outcome_unknown(),
@@ -813,11 +795,7 @@ async fn a_request_that_could_not_be_answered_by_its_deadline_is_not_sent() {
     // Room for one attempt (2 s), not for a retry after `Retry-After: 1`.
     let bound = client.answered_by(Instant::now() + Duration::from_millis(2500));
     let started = Instant::now();
-    let err = bound
-        .configs()
-        .create(&config_request("late"))
-        .await
-        .unwrap_err();
+    let err = create_fails(&bound, "late").await;
     assert!(matches!(err, ApiError::PastDeadline { .. }), "{err:?}");
     assert_eq!(err.category(), "PastDeadline");
     assert!(!err.outcome_unknown(), "never sent: {err:?}");
@@ -832,11 +810,7 @@ async fn a_request_that_could_not_be_answered_by_its_deadline_is_not_sent() {
 
     // Less than one timeout left: nothing leaves.
     let too_close = client.answered_by(Instant::now() + Duration::from_secs(1));
-    let err = too_close
-        .configs()
-        .create(&config_request("late"))
-        .await
-        .unwrap_err();
+    let err = create_fails(&too_close, "late").await;
     assert!(matches!(err, ApiError::PastDeadline { .. }), "{err:?}");
     assert_eq!(err.retry_after(), None);
     assert_eq!(
@@ -846,11 +820,7 @@ async fn a_request_that_could_not_be_answered_by_its_deadline_is_not_sent() {
     );
 
     // The same client without a deadline retries past the 429s as before.
-    let err = client
-        .configs()
-        .create(&config_request("late"))
-        .await
-        .unwrap_err();
+    let err = create_fails(&client, "late").await;
     assert_eq!(err.status(), Some(429), "{err:?}");
     assert_eq!(posts.load(Ordering::SeqCst), 6, "{err:?}");
 }

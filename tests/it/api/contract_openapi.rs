@@ -584,6 +584,56 @@ impl Harness {
         response.json().await.expect("control json")
     }
 
+    /// Calls `operation_id`, expects 200 and validates the answer against the spec; the answer.
+    async fn ok(
+        &mut self,
+        operation_id: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Value {
+        let (status, body) = self.call(method, path, body).await;
+        assert_eq!(status, 200, "{body}");
+        self.expect_spec(operation_id, 200, &body);
+        body
+    }
+
+    async fn get_ok(&mut self, operation_id: &str, path: &str) -> Value {
+        self.ok(operation_id, Method::GET, path, None).await
+    }
+
+    /// [`Self::get_ok`] of a list of `total` rows.
+    async fn total_ok(&mut self, operation_id: &str, path: &str, total: u64) -> Value {
+        let list = self.get_ok(operation_id, path).await;
+        assert_eq!(list["total"], json!(total));
+        list
+    }
+
+    async fn post_ok(&mut self, operation_id: &str, path: &str, body: Value) -> Value {
+        self.ok(operation_id, Method::POST, path, Some(body)).await
+    }
+
+    async fn put_ok(&mut self, operation_id: &str, path: &str, body: Value) -> Value {
+        self.ok(operation_id, Method::PUT, path, Some(body)).await
+    }
+
+    async fn delete_ok(&mut self, operation_id: &str, path: &str) -> Value {
+        self.ok(operation_id, Method::DELETE, path, None).await
+    }
+
+    /// [`Self::read`], validating the answer as `live` makes it of what the API sends.
+    async fn read_as(&mut self, operation_id: &str, path: &str, live: impl FnOnce(Value) -> Value) {
+        let (_, body) = self.call(Method::GET, path, None).await;
+        self.expect_spec(operation_id, 200, &live(body));
+    }
+
+    /// Reads `path` (`operation_id`) and validates the answer against the spec's 200; the answer.
+    async fn read(&mut self, operation_id: &str, path: &str) -> Value {
+        let (_, body) = self.call(Method::GET, path, None).await;
+        self.expect_spec(operation_id, 200, &body);
+        body
+    }
+
     /// Validates against the spec's schema for this operation and status.
     fn expect_spec(&mut self, operation_id: &str, status: u16, body: &Value) {
         let schema = self.spec.response_schema(operation_id, status);
@@ -760,15 +810,11 @@ fn the_validator_rejects_wrong_shapes() {
 async fn config_responses_match_the_spec() {
     let mut h = Harness::start().await;
     let body = json!({"name": "contract", "config": {"retry": {"attempts": 3}}, "workspace_id": WORKSPACE});
-    let (status, receipt) = h.call(Method::POST, "/ai_gw/v2/configs", Some(body)).await;
-    assert_eq!(status, 200);
-    h.expect_spec("createConfig", 200, &receipt);
+    let receipt = h.post_ok("createConfig", "/ai_gw/v2/configs", body).await;
     h.expect_schema("createConfig", &live_config_receipt(), &receipt);
     let slug = receipt["slug"].as_str().expect("slug").to_owned();
 
-    let (status, list) = h.call(Method::GET, "/ai_gw/v2/configs", None).await;
-    assert_eq!(status, 200);
-    h.expect_spec("listConfigs", 200, &list);
+    let list = h.get_ok("listConfigs", "/ai_gw/v2/configs").await;
     h.expect_schema("listConfigs", &live_list_envelope(), &list);
 
     let (status, config) = h
@@ -784,32 +830,19 @@ async fn config_responses_match_the_spec() {
     );
 
     let update = json!({"name": "testConf", "config": {"virtual_key": "copy-of-anthrop-b20259"}, "status": "active"});
-    let (status, updated) = h
-        .call(
-            Method::PUT,
-            &format!("/ai_gw/v2/configs/{slug}"),
-            Some(update),
-        )
+    let updated = h
+        .put_ok("updateConfig", &format!("/ai_gw/v2/configs/{slug}"), update)
         .await;
-    assert_eq!(status, 200);
-    h.expect_spec("updateConfig", 200, &updated);
     assert!(updated["data"]["version_id"].is_string());
 
-    let (status, versions) = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/v2/configs/{slug}/versions"),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200);
-    h.expect_spec("listConfigVersions", 200, &versions);
+    h.get_ok(
+        "listConfigVersions",
+        &format!("/ai_gw/v2/configs/{slug}/versions"),
+    )
+    .await;
 
-    let (status, deleted) = h
-        .call(Method::DELETE, &format!("/ai_gw/v2/configs/{slug}"), None)
+    h.delete_ok("deleteConfig", &format!("/ai_gw/v2/configs/{slug}"))
         .await;
-    assert_eq!(status, 200);
-    h.expect_spec("deleteConfig", 200, &deleted);
     assert_eq!(h.checked.len(), 6);
 }
 
@@ -820,38 +853,26 @@ async fn rate_limit_responses_match_the_spec() {
     let body = json!({"name": "100 RPM per API Key", "conditions": [{"key": "workspace_id", "value": "workspace-123"}],
                       "group_by": [{"key": "api_key"}], "type": "requests", "unit": "rpm", "value": 100,
                       "workspace_id": WORKSPACE});
-    let (status, created) = h.call(Method::POST, base, Some(body)).await;
-    assert_eq!(status, 200);
-    h.expect_spec("createRateLimitsPolicy", 200, &created);
+    let created = h.post_ok("createRateLimitsPolicy", base, body).await;
     let path = format!("{base}/{}", created["id"].as_str().expect("id"));
 
-    let (status, list) = h
-        .call(
-            Method::GET,
-            &format!("{base}?page_size=10&current_page=0"),
-            None,
-        )
-        .await;
-    assert_eq!((status, list["total"].clone()), (200, json!(1)));
-    h.expect_spec("listRateLimitsPolicies", 200, &list);
+    h.total_ok(
+        "listRateLimitsPolicies",
+        &format!("{base}?page_size=10&current_page=0"),
+        1,
+    )
+    .await;
 
-    let (status, policy) = h.call(Method::GET, &path, None).await;
-    assert_eq!(status, 200);
-    h.expect_spec("getRateLimitsPolicy", 200, &policy);
+    h.get_ok("getRateLimitsPolicy", &path).await;
 
-    let (status, updated) = h
-        .call(
-            Method::PUT,
-            &path,
-            Some(json!({"value": 200, "unit": "rph"})),
-        )
-        .await;
-    assert_eq!(status, 200);
-    h.expect_spec("updateRateLimitsPolicy", 200, &updated);
+    h.put_ok(
+        "updateRateLimitsPolicy",
+        &path,
+        json!({"value": 200, "unit": "rph"}),
+    )
+    .await;
 
-    let (status, deleted) = h.call(Method::DELETE, &path, None).await;
-    assert_eq!(status, 200);
-    h.expect_spec("deleteRateLimitsPolicy", 200, &deleted);
+    h.delete_ok("deleteRateLimitsPolicy", &path).await;
     assert_eq!(h.checked.len(), 5);
 }
 
@@ -864,11 +885,8 @@ async fn guardrail_responses_match_the_spec() {
     h.control("/_emulator/seed", json!({"guardrails": guardrails}))
         .await;
     for base in ["/ai_gw/admin/v2/guardrails", "/ai_gw/v2/guardrails"] {
-        let (status, list) = h
-            .call(Method::GET, &format!("{base}?page_size=2"), None)
+        h.get_ok("listGuardrails", &format!("{base}?page_size=2"))
             .await;
-        assert_eq!(status, 200);
-        h.expect_spec("listGuardrails", 200, &list);
         for query in ["page_size=0", "page_size=1001", "current_page=-1"] {
             let (status, error) = h.call(Method::GET, &format!("{base}?{query}"), None).await;
             assert_eq!(status, 400, "{query}");
@@ -904,11 +922,8 @@ async fn guardrail_responses_match_the_spec() {
         json!({"$ref": "#/components/schemas/RegexMatchParameters"});
     schema["properties"]["checks"]["items"] = check;
     h.expect_schema("createGuardrail", &schema, &body);
-    let (status, created) = h
-        .call(Method::POST, "/ai_gw/v2/guardrails", Some(body))
+    h.post_ok("createGuardrail", "/ai_gw/v2/guardrails", body)
         .await;
-    assert_eq!(status, 200, "{created}");
-    h.expect_spec("createGuardrail", 200, &created);
     assert_eq!(h.checked.len(), 2);
 }
 
@@ -932,15 +947,10 @@ async fn gateway_responses_match_the_spec() {
         "/v1/responses/resp_1",
         "/v1/responses/resp_1?include=file_search_call.results",
     ] {
-        let (status, response) = h.call(Method::GET, path, None).await;
-        assert_eq!(status, 200);
-        h.expect_spec("getResponse", 200, &response);
+        h.get_ok("getResponse", path).await;
     }
-    let (status, file) = h
-        .call(Method::GET, "/v1/vector_stores/vs_1/files/file_1", None)
+    h.get_ok("getVectorStoreFile", "/v1/vector_stores/vs_1/files/file_1")
         .await;
-    assert_eq!(status, 200);
-    h.expect_spec("getVectorStoreFile", 200, &file);
     let (status, missing) = h
         .call(Method::GET, "/v1/responses/resp_missing", None)
         .await;
@@ -954,9 +964,7 @@ async fn deployment_responses_match_the_spec_and_the_seed() {
     let base = "/ai_gw/admin/v2/deployments";
     let body = json!({"name": "edge", "type": "production", "is_default": true, "tags": {"env": "prod"},
                       "auth_settings": {"gateway_base_url": "https://gw.example", "workspaces_allowed": [WORKSPACE]}});
-    let (status, receipt) = h.call(Method::POST, base, Some(body)).await;
-    assert_eq!(status, 200);
-    h.expect_spec("Albus_post_deployments", 200, &receipt);
+    let receipt = h.post_ok("Albus_post_deployments", base, body).await;
     h.expect_schema(
         "Albus_post_deployments",
         &live_deployment_receipt(),
@@ -964,29 +972,23 @@ async fn deployment_responses_match_the_spec_and_the_seed() {
     );
     let path = format!("{base}/{}", receipt["id"].as_str().expect("id"));
 
-    let (status, list) = h.call(Method::GET, base, None).await;
-    assert_eq!(status, 200);
-    h.expect_spec("Albus_get_deployments", 200, &list);
+    let list = h.get_ok("Albus_get_deployments", base).await;
     h.expect_schema("Albus_get_deployments", &live_list_envelope(), &list);
 
-    let (status, detail) = h.call(Method::GET, &path, None).await;
-    assert_eq!(status, 200);
-    h.expect_spec("Albus_get_deploymentsDeploymentId", 200, &detail);
+    let detail = h.get_ok("Albus_get_deploymentsDeploymentId", &path).await;
     h.expect_schema(
         "Albus_get_deploymentsDeploymentId",
         &seed_deployment(),
         &detail,
     );
 
-    let (status, updated) = h
-        .call(
-            Method::PUT,
+    let updated = h
+        .put_ok(
+            "Albus_put_deploymentsDeploymentId",
             &path,
-            Some(json!({"rotate_auth": true, "status": "active"})),
+            json!({"rotate_auth": true, "status": "active"}),
         )
         .await;
-    assert_eq!(status, 200);
-    h.expect_spec("Albus_put_deploymentsDeploymentId", 200, &updated);
     h.expect_schema(
         "Albus_put_deploymentsDeploymentId",
         &seed_deployment(),
@@ -1008,9 +1010,7 @@ async fn usage_limit_responses_match_the_spec() {
                       "periodic_reset": "monthly", "workspace_id": WORKSPACE,
                       "conditions": [{"key": "workspace_id", "value": [WORKSPACE], "excludes": "other"}],
                       "group_by": [{"key": "api_key"}]});
-    let (status, created) = h.call(Method::POST, base, Some(body)).await;
-    assert_eq!(status, 200);
-    h.expect_spec("createUsageLimitsPolicy", 200, &created);
+    let created = h.post_ok("createUsageLimitsPolicy", base, body).await;
     let id = created["id"].as_str().expect("id").to_owned();
     let path = format!("{base}/{id}");
     for (value_key, usage) in [("key-1", 85.5), ("key-2", 120.0), ("key-3", 1.0)] {
@@ -1021,15 +1021,12 @@ async fn usage_limit_responses_match_the_spec() {
         .await;
     }
 
-    let (status, list) = h
-        .call(
-            Method::GET,
-            &format!("{base}?type=cost&page_size=10&current_page=0"),
-            None,
-        )
-        .await;
-    assert_eq!((status, list["total"].clone()), (200, json!(1)));
-    h.expect_spec("listUsageLimitsPolicies", 200, &list);
+    h.total_ok(
+        "listUsageLimitsPolicies",
+        &format!("{base}?type=cost&page_size=10&current_page=0"),
+        1,
+    )
+    .await;
 
     let (status, mut policy) = h
         .call(Method::GET, &format!("{path}?include_usage=true"), None)
@@ -1050,11 +1047,13 @@ async fn usage_limit_responses_match_the_spec() {
         );
     }
 
-    let (status, entities) = h
-        .call(Method::GET, &format!("{path}/entities?page_size=2"), None)
+    let entities = h
+        .total_ok(
+            "listUsageLimitsPolicyEntities",
+            &format!("{path}/entities?page_size=2"),
+            3,
+        )
         .await;
-    assert_eq!((status, entities["total"].clone()), (200, json!(3)));
-    h.expect_spec("listUsageLimitsPolicyEntities", 200, &entities);
     h.expect_schema(
         "listUsageLimitsPolicyEntities",
         &live_list_envelope(),
@@ -1065,32 +1064,24 @@ async fn usage_limit_responses_match_the_spec() {
     }
     let entity = entities["data"][1]["id"].as_str().expect("entity id");
 
-    let (status, reset) = h
-        .call(
-            Method::PUT,
-            &format!("{path}/entities/{entity}/reset"),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200);
-    h.expect_spec("resetUsageLimitsPolicyEntity", 200, &reset);
+    h.ok(
+        "resetUsageLimitsPolicyEntity",
+        Method::PUT,
+        &format!("{path}/entities/{entity}/reset"),
+        None,
+    )
+    .await;
 
     let update = json!({"name": "renamed", "description": null, "credit_limit": 200, "alert_threshold": null,
                         "periodic_reset": null, "periodic_reset_days": 30,
                         "next_usage_reset_at": "2030-01-01T00:00:00Z", "reset_usage_for_value": "key-1",
                         "conditions": [{"key": "api_key", "value": "k"}]});
-    let (status, updated) = h.call(Method::PUT, &path, Some(update)).await;
-    assert_eq!(status, 200);
-    h.expect_spec("updateUsageLimitsPolicy", 200, &updated);
+    h.put_ok("updateUsageLimitsPolicy", &path, update).await;
 
-    let (status, deleted) = h.call(Method::DELETE, &path, None).await;
-    assert_eq!(status, 200);
-    h.expect_spec("deleteUsageLimitsPolicy", 200, &deleted);
-    let (status, archived) = h
-        .call(Method::GET, &format!("{path}?status=archived"), None)
+    h.delete_ok("deleteUsageLimitsPolicy", &path).await;
+    let archived = h
+        .get_ok("getUsageLimitsPolicy", &format!("{path}?status=archived"))
         .await;
-    assert_eq!(status, 200);
-    h.expect_spec("getUsageLimitsPolicy", 200, &archived);
     assert_eq!(archived["periodic_reset_days"], json!(30));
     assert_eq!(h.checked.len(), CHECKED_USAGE_LIMITS.len());
 }
@@ -1282,76 +1273,62 @@ async fn rest_object_responses_match_the_fragments() {
 
     // IAM scope → workspace → bind.
     let scope = json!({"name": "ws_contract_a1b2c3", "description": "", "resources": []});
-    let (status, body) = h.call(Method::POST, "/iam/v1/scopes", Some(scope)).await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("POST /scopes", 200, &body);
+    h.post_ok("POST /scopes", "/iam/v1/scopes", scope).await;
     let create = json!({"name": "Contract", "scope_name": "ws_contract_a1b2c3", "description": "d",
                         "icon": "📜", "defaults": {"metadata": {"team": "t"}},
                         "rate_limits": [{"type": "requests", "unit": "rpm", "value": 5}]});
-    let (status, body) = h
-        .call(Method::POST, "/ai_gw/admin/v2/workspaces", Some(create))
+    let body = h
+        .post_ok("POST /workspaces", "/ai_gw/admin/v2/workspaces", create)
         .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("POST /workspaces", 200, &body);
     let slug = body["slug"].as_str().expect("slug").to_owned();
     let bind = json!({"name": "ws_contract_a1b2c3", "description": "", "resources": [
         {"resource_type": "workspace", "resource_id": slug, "metadata": []}]});
-    let (status, body) = h
-        .call(Method::PUT, "/iam/v1/scopes/ws_contract_a1b2c3", Some(bind))
+    h.put_ok(
+        "PUT /scopes/{name}",
+        "/iam/v1/scopes/ws_contract_a1b2c3",
+        bind,
+    )
+    .await;
+    h.read("GET /scopes/{name}", "/iam/v1/scopes/ws_contract_a1b2c3")
         .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("PUT /scopes/{name}", 200, &body);
-    let (_, body) = h
-        .call(Method::GET, "/iam/v1/scopes/ws_contract_a1b2c3", None)
-        .await;
-    h.expect_spec("GET /scopes/{name}", 200, &body);
-    let (_, body) = h.call(Method::GET, "/iam/v1/scopes", None).await;
-    h.expect_spec("GET /scopes", 200, &body);
+    h.read("GET /scopes", "/iam/v1/scopes").await;
     for plane in ["/ai_gw/v2", "/ai_gw/admin/v2"] {
         let (_, body) = h
             .call(Method::GET, &format!("{plane}/workspaces"), None)
             .await;
         assert_eq!(body["total"], 2, "{body}");
         h.expect_spec("GET /workspaces", 200, &body);
-        let (status, body) = h
-            .call(Method::GET, &format!("{plane}/workspaces/{slug}"), None)
-            .await;
-        assert_eq!(status, 200, "{body}");
-        h.expect_spec("GET /workspaces/{workspaceRef}", 200, &body);
+        h.get_ok(
+            "GET /workspaces/{workspaceRef}",
+            &format!("{plane}/workspaces/{slug}"),
+        )
+        .await;
     }
     let update = json!({"usage_limits": [{"credit_limit": 10, "type": "cost"}], "icon": ""});
-    let (status, body) = h
-        .call(
-            Method::PUT,
+    h.put_ok(
+        "PUT /workspaces/{workspaceRef}",
+        &format!("/ai_gw/admin/v2/workspaces/{slug}"),
+        update,
+    )
+    .await;
+    let body = h
+        .read(
+            "GET /workspaces/{workspaceRef}",
             &format!("/ai_gw/admin/v2/workspaces/{slug}"),
-            Some(update),
         )
         .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("PUT /workspaces/{workspaceRef}", 200, &body);
-    let (_, body) = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/admin/v2/workspaces/{slug}"),
-            None,
-        )
-        .await;
-    h.expect_spec("GET /workspaces/{workspaceRef}", 200, &body);
     let workspace_id = body["id"].as_str().expect("id").to_owned();
 
     // MCP integration.
     let create = json!({"name": "Linear", "slug": "linear", "url": "https://mcp.linear.app/mcp",
                         "auth_type": "headers", "transport": "http", "description": "tickets",
                         "configurations": {"custom_headers": {"Authorization": "Bearer x-123456789012"}}});
-    let (status, body) = h
-        .call(
-            Method::POST,
-            "/ai_gw/admin/v2/mcp-integrations",
-            Some(create),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("McpIntegrations_create", 200, &body);
+    h.post_ok(
+        "McpIntegrations_create",
+        "/ai_gw/admin/v2/mcp-integrations",
+        create,
+    )
+    .await;
     let base = "/ai_gw/admin/v2/mcp-integrations/linear";
     h.control(
         "/_emulator/mcp-integrations/linear/discover",
@@ -1369,21 +1346,25 @@ async fn rest_object_responses_match_the_fragments() {
         *row = live_mcp_integration(row.take());
     }
     h.expect_spec("McpIntegrations_list", 200, &body);
-    let (_, body) = h.call(Method::GET, base, None).await;
-    assert!(body["configurations"].is_object(), "{body}");
-    h.expect_spec("McpIntegrations_retrieve", 200, &live_mcp_integration(body));
-    let (status, body) = h
-        .call(Method::PUT, base, Some(json!({"description": "issues"})))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("McpIntegrations_update", 200, &body);
+    h.read_as("McpIntegrations_retrieve", base, |body| {
+        assert!(body["configurations"].is_object(), "{body}");
+        live_mcp_integration(body)
+    })
+    .await;
+    h.put_ok(
+        "McpIntegrations_update",
+        base,
+        json!({"description": "issues"}),
+    )
+    .await;
     let grant = json!({"workspaces": [{"id": workspace_id, "enabled": true}],
                        "global_workspace_access": null});
-    let (status, body) = h
-        .call(Method::PUT, &format!("{base}/workspaces"), Some(grant))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("McpIntegrationWorkspaces_bulkUpdate", 200, &body);
+    h.put_ok(
+        "McpIntegrationWorkspaces_bulkUpdate",
+        &format!("{base}/workspaces"),
+        grant,
+    )
+    .await;
     let branches = h.spec.response_schema("McpIntegrationWorkspaces_list", 200)["oneOf"].clone();
     for (query, component, rows) in [
         ("", "McpIntegrationWorkspacesLegacyResponse", "workspaces"),
@@ -1408,69 +1389,62 @@ async fn rest_object_responses_match_the_fragments() {
     h.expect_spec("McpIntegrationCapabilities_list", 200, &body);
     let toggle =
         json!({"capabilities": [{"name": "create_issue", "type": "tool", "enabled": false}]});
-    let (status, body) = h
-        .call(
-            Method::PUT,
-            &format!("{base}/capabilities"),
-            Some(toggle.clone()),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("McpIntegrationCapabilities_bulkUpdate", 200, &body);
-    let (_, body) = h.call(Method::GET, &format!("{base}/metadata"), None).await;
-    h.expect_spec("McpIntegrationMetadata_retrieve", 200, &body);
+    h.put_ok(
+        "McpIntegrationCapabilities_bulkUpdate",
+        &format!("{base}/capabilities"),
+        toggle.clone(),
+    )
+    .await;
+    h.read(
+        "McpIntegrationMetadata_retrieve",
+        &format!("{base}/metadata"),
+    )
+    .await;
 
     // MCP server.
     let create = json!({"name": "Linear", "mcp_integration_id": "linear", "workspace_id": slug,
                         "slug": "linear-contract", "description": "d"});
-    let (status, body) = h
-        .call(Method::POST, "/ai_gw/v2/mcp-servers", Some(create))
+    h.post_ok("McpServers_create", "/ai_gw/v2/mcp-servers", create)
         .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("McpServers_create", 200, &body);
     let server = "/ai_gw/v2/mcp-servers/linear-contract";
-    let (_, body) = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/v2/mcp-servers?workspace_id={slug}"),
-            None,
-        )
-        .await;
-    h.expect_spec("McpServers_list", 200, &body);
-    let (_, body) = h.call(Method::GET, server, None).await;
-    h.expect_spec("McpServers_retrieve", 200, &body);
-    let (status, body) = h
-        .call(Method::PUT, server, Some(json!({"name": "Linear tickets"})))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("McpServers_update", 200, &body);
-    let (_, body) = h
-        .call(Method::GET, &format!("{server}/capabilities"), None)
-        .await;
-    h.expect_spec("McpServerCapabilities_list", 200, &body);
-    let (status, body) = h
-        .call(Method::PUT, &format!("{server}/capabilities"), Some(toggle))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("McpServerCapabilities_bulkUpdate", 200, &body);
-    let (_, body) = h
-        .call(Method::GET, &format!("{server}/user-access"), None)
-        .await;
-    h.expect_spec("McpServerUserAccess_list", 200, &body);
+    h.read(
+        "McpServers_list",
+        &format!("/ai_gw/v2/mcp-servers?workspace_id={slug}"),
+    )
+    .await;
+    h.read("McpServers_retrieve", server).await;
+    h.put_ok(
+        "McpServers_update",
+        server,
+        json!({"name": "Linear tickets"}),
+    )
+    .await;
     let access = json!({"user_access": [{"user_id": "u-1", "enabled": true}], "default_user_access": "deny"});
-    let (status, body) = h
-        .call(Method::PUT, &format!("{server}/user-access"), Some(access))
+    for (part, list, update, body) in [
+        (
+            "capabilities",
+            "McpServerCapabilities_list",
+            "McpServerCapabilities_bulkUpdate",
+            toggle,
+        ),
+        (
+            "user-access",
+            "McpServerUserAccess_list",
+            "McpServerUserAccess_bulkUpdate",
+            access,
+        ),
+    ] {
+        let path = format!("{server}/{part}");
+        h.read(list, &path).await;
+        h.put_ok(update, &path, body).await;
+    }
+    h.read("McpServerUserAccess_list", &format!("{server}/user-access"))
         .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("McpServerUserAccess_bulkUpdate", 200, &body);
-    let (_, body) = h
-        .call(Method::GET, &format!("{server}/user-access"), None)
-        .await;
-    h.expect_spec("McpServerUserAccess_list", 200, &body);
-    let (_, body) = h
-        .call(Method::GET, &format!("{server}/connections"), None)
-        .await;
-    h.expect_spec("McpServerConnections_list", 200, &body);
+    h.read(
+        "McpServerConnections_list",
+        &format!("{server}/connections"),
+    )
+    .await;
     for (operation, method, path) in [
         ("McpServers_test", Method::POST, format!("{server}/test")),
         (
@@ -1487,12 +1461,8 @@ async fn rest_object_responses_match_the_fragments() {
         );
         h.checked.insert(operation.to_owned());
     }
-    let (status, body) = h.call(Method::DELETE, server, None).await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("McpServers_delete", 200, &body);
-    let (status, body) = h.call(Method::DELETE, base, None).await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("McpIntegrations_delete", 200, &body);
+    h.delete_ok("McpServers_delete", server).await;
+    h.delete_ok("McpIntegrations_delete", base).await;
 
     for (operation, path) in [
         (
@@ -1532,15 +1502,12 @@ async fn secret_reference_and_mapping_responses_match_the_spec() {
         "allowed_workspaces": [WORKSPACE],
         "auth_config": {"vault_auth_type": "approle", "vault_addr": "https://vault:8200",
                         "vault_role_id": "role-123456789", "vault_secret_id": "secret-123456789"}});
-    let (status, body) = h
-        .call(
-            Method::POST,
-            "/ai_gw/admin/v2/secret-references",
-            Some(create),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("createSecretReference", 200, &body);
+    h.post_ok(
+        "createSecretReference",
+        "/ai_gw/admin/v2/secret-references",
+        create,
+    )
+    .await;
     let (_, mut body) = h
         .call(Method::GET, "/ai_gw/admin/v2/secret-references", None)
         .await;
@@ -1549,16 +1516,14 @@ async fn secret_reference_and_mapping_responses_match_the_spec() {
     }
     h.expect_spec("listSecretReferences", 200, &body);
     let item = "/ai_gw/admin/v2/secret-references/vault-ref";
-    let (_, body) = h.call(Method::GET, item, None).await;
-    h.expect_spec("getSecretReference", 200, &upper(body));
-    let (status, body) = h
-        .call(Method::PUT, item, Some(json!({"secret_key": "other"})))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("updateSecretReference", 200, &body);
-    let (status, body) = h.call(Method::DELETE, item, None).await;
-    assert_eq!(status, 200, "{body}");
-    h.expect_spec("deleteSecretReference", 200, &body);
+    h.read_as("getSecretReference", item, upper).await;
+    h.put_ok(
+        "updateSecretReference",
+        item,
+        json!({"secret_key": "other"}),
+    )
+    .await;
+    h.delete_ok("deleteSecretReference", item).await;
 
     let seeded = h
         .control(

@@ -22,14 +22,28 @@ struct Walk {
     at: &'static str,
 }
 
-const fn walk(
-    fixture: &'static str,
-    schema: &'static str,
-    kind: &'static str,
-    at: &'static str,
-) -> Walk {
+/// The `spec` of `kind` against the request schema `schema` of `fixture`.
+const fn walk(fixture: &'static str, schema: &'static str, kind: &'static str) -> Walk {
     Walk {
         fixture,
+        schema,
+        kind,
+        at: "spec",
+    }
+}
+
+/// The API's feedback of a guardrail action, and where the CRD has it under the spec.
+const ON_SUCCESS: (&str, &str) = (
+    "GuardrailActions/on_success/feedback",
+    "spec/actions/onSuccess",
+);
+const ON_FAIL: (&str, &str) = ("GuardrailActions/on_fail/feedback", "spec/actions/onFail");
+
+/// A guardrail action of `kind` against the API's feedback: the CRD flattens the API's
+/// `{feedback: {…}}` into the action.
+const fn feedback((schema, at): (&'static str, &'static str), kind: &'static str) -> Walk {
+    Walk {
+        fixture: SUBSET,
         schema,
         kind,
         at,
@@ -45,80 +59,41 @@ const REST_OBJECTS: &str = "openapi-rest-objects.yaml";
 /// Every kind that writes a remote object, against the request that writes it. The guardrail
 /// feedback is walked on its own: the CRD flattens the API's `{feedback: {…}}` into the action.
 const WALKS: &[Walk] = &[
-    walk(SUBSET, "POST /configs", "Config", "spec"),
-    walk(
-        SUBSET,
-        "CreateRateLimitsPolicyRequest",
-        "RateLimitsPolicy",
-        "spec",
-    ),
-    walk(
-        SUBSET,
-        "UpdateRateLimitsPolicyRequest",
-        "RateLimitsPolicy",
-        "spec",
-    ),
-    walk(SUBSET, "POST /deployments", "Deployment", "spec"),
-    walk(SUBSET, "CreateGuardrailRequest", "Guardrail", "spec"),
-    walk(SUBSET, "CreateGuardrailRequest", "ClusterGuardrail", "spec"),
-    walk(
-        SUBSET,
-        "GuardrailActions/on_success/feedback",
-        "Guardrail",
-        "spec/actions/onSuccess",
-    ),
-    walk(
-        SUBSET,
-        "GuardrailActions/on_fail/feedback",
-        "Guardrail",
-        "spec/actions/onFail",
-    ),
-    walk(
-        SUBSET,
-        "GuardrailActions/on_success/feedback",
-        "ClusterGuardrail",
-        "spec/actions/onSuccess",
-    ),
-    walk(
-        SUBSET,
-        "GuardrailActions/on_fail/feedback",
-        "ClusterGuardrail",
-        "spec/actions/onFail",
-    ),
+    walk(SUBSET, "POST /configs", "Config"),
+    walk(SUBSET, "CreateRateLimitsPolicyRequest", "RateLimitsPolicy"),
+    walk(SUBSET, "UpdateRateLimitsPolicyRequest", "RateLimitsPolicy"),
+    walk(SUBSET, "POST /deployments", "Deployment"),
+    walk(SUBSET, "CreateGuardrailRequest", "Guardrail"),
+    walk(SUBSET, "CreateGuardrailRequest", "ClusterGuardrail"),
+    feedback(ON_SUCCESS, "Guardrail"),
+    feedback(ON_FAIL, "Guardrail"),
+    feedback(ON_SUCCESS, "ClusterGuardrail"),
+    feedback(ON_FAIL, "ClusterGuardrail"),
     walk(
         USAGE_LIMITS,
         "CreateUsageLimitsPolicyRequest",
         "UsageLimitsPolicy",
-        "spec",
     ),
     walk(
         USAGE_LIMITS,
         "UpdateUsageLimitsPolicyRequest",
         "UsageLimitsPolicy",
-        "spec",
     ),
     walk(
         MORE_OBJECTS,
         "CreateSecretReferenceRequest",
         "SecretReference",
-        "spec",
     ),
     walk(
         MORE_OBJECTS,
         "UpdateSecretReferenceRequest",
         "SecretReference",
-        "spec",
     ),
-    walk(
-        KIND_REQUESTS,
-        "CreateIntegrationRequest",
-        "Integration",
-        "spec",
-    ),
-    walk(KIND_REQUESTS, "POST /providers", "Provider", "spec"),
-    walk(KIND_REQUESTS, "CreateApiKeyObject", "ApiKey", "spec"),
-    walk(REST_OBJECTS, "ScmWorkspaceCreate", "Workspace", "spec"),
-    walk(REST_OBJECTS, "ScmWorkspaceUpdate", "Workspace", "spec"),
+    walk(KIND_REQUESTS, "CreateIntegrationRequest", "Integration"),
+    walk(KIND_REQUESTS, "POST /providers", "Provider"),
+    walk(KIND_REQUESTS, "CreateApiKeyObject", "ApiKey"),
+    walk(REST_OBJECTS, "ScmWorkspaceCreate", "Workspace"),
+    walk(REST_OBJECTS, "ScmWorkspaceUpdate", "Workspace"),
 ];
 
 /// Fields typed otherwise on purpose, each with its reason.

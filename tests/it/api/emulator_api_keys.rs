@@ -104,13 +104,11 @@ async fn create_validates_and_reads_back_the_masked_live_shape() {
     }
     let mut no_scopes = service_key("svc");
     no_scopes.as_object_mut().expect("body").remove("scopes");
-    let (status, error) = emu.post(SERVICE, no_scopes).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let error = emu.post_refused(SERVICE, no_scopes).await;
     assert_ab(&error, "AB01", "scopes");
     let mut no_user = user_key("u");
     no_user.as_object_mut().expect("body").remove("user_id");
-    let (status, error) = emu.post(USER, no_user).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let error = emu.post_refused(USER, no_user).await;
     assert_ab(&error, "AB01", "user_id");
     let mut bad_org = service_key("svc");
     bad_org["organisation_id"] = json!("tsg-1");

@@ -51,6 +51,35 @@ impl Emu {
         assert_eq!(status, StatusCode::OK, "{body}");
     }
 
+    /// An emulator seeded with [`Emu::seed_gateway`]'s `configs` and `keys`.
+    async fn with_gateway(configs: &[(&str, Value)], keys: &[(&str, &str, &str, Value)]) -> Self {
+        let emu = Emu::start().await;
+        emu.seed_gateway(configs, keys).await;
+        emu
+    }
+
+    /// A gateway of one config `(slug, provider)` (routing to `@{provider}`) and one key
+    /// `(id, value)` on it.
+    async fn with_one_key((slug, provider): (&str, &str), (id, key): (&str, &str)) -> Self {
+        let config = json!({"provider": format!("@{provider}")});
+        Emu::with_gateway(&[(slug, config)], &[(id, key, slug, json!({}))]).await
+    }
+
+    /// [`Emu::chat`] with `key`, answered with `(status, provider)`.
+    async fn chat_reaches(&self, key: &str, expected: (StatusCode, &str)) -> Answer {
+        let answer = self.chat(key, None).await;
+        assert_eq!((answer.status, answer.provider.as_str()), expected);
+        answer
+    }
+
+    /// The status of a `PUT /_emulator/faults` of `faults`.
+    async fn faults_status(&self, faults: Value) -> StatusCode {
+        let (status, _) = self
+            .control(Method::PUT, "/_emulator/faults", Some(faults))
+            .await;
+        status
+    }
+
     /// `POST /v1/chat/completions` with a gateway key and optional metadata header.
     async fn chat(&self, key: &str, metadata: Option<&str>) -> Answer {
         let mut request = self
@@ -140,27 +169,20 @@ async fn each_strategy_routes_by_the_keys_default_config() {
     )
     .await;
 
-    let single = emu.chat("ak-single", None).await;
-    assert_eq!(
-        (single.status, single.provider.as_str()),
-        (StatusCode::OK, "alpha")
-    );
+    let single = emu
+        .chat_reaches("ak-single", (StatusCode::OK, "alpha"))
+        .await;
     assert_eq!(single.body["object"], "chat.completion");
     assert_eq!(single.body["choices"][0]["message"]["role"], "assistant");
 
     emu.faults(json!({"providers": {"alpha": {"error_rate": 1.0, "status": 502}}}))
         .await;
-    let single = emu.chat("ak-single", None).await;
-    assert_eq!(
-        (single.status, single.provider.as_str()),
-        (StatusCode::BAD_GATEWAY, "alpha")
-    );
+    let single = emu
+        .chat_reaches("ak-single", (StatusCode::BAD_GATEWAY, "alpha"))
+        .await;
     assert_eq!(single.body["error"]["type"], "api_error", "{}", single.body);
-    let fallback = emu.chat("ak-fallback", None).await;
-    assert_eq!(
-        (fallback.status, fallback.provider.as_str()),
-        (StatusCode::OK, "beta")
-    );
+    emu.chat_reaches("ak-fallback", (StatusCode::OK, "beta"))
+        .await;
     let limited = emu.chat("ak-429", None).await;
     assert_eq!(
         (limited.status, limited.provider.as_str()),
@@ -169,11 +191,7 @@ async fn each_strategy_routes_by_the_keys_default_config() {
     );
     emu.faults(json!({"providers": {"alpha": {"error_rate": 1.0, "status": 429}}}))
         .await;
-    let limited = emu.chat("ak-429", None).await;
-    assert_eq!(
-        (limited.status, limited.provider.as_str()),
-        (StatusCode::OK, "beta")
-    );
+    emu.chat_reaches("ak-429", (StatusCode::OK, "beta")).await;
 
     let mut runs = Vec::new();
     for _ in 0..2 {
@@ -203,8 +221,7 @@ async fn each_strategy_routes_by_the_keys_default_config() {
 
 #[tokio::test]
 async fn keys_are_checked_and_a_config_change_reroutes_at_once() {
-    let emu = Emu::start().await;
-    emu.seed_gateway(
+    let emu = Emu::with_gateway(
         &[(
             "pc-a",
             json!({"provider": "@alpha", "override_params": {"model": "gpt-4o"}}),
@@ -305,26 +322,13 @@ async fn keys_are_checked_and_a_config_change_reroutes_at_once() {
 
 #[tokio::test]
 async fn provider_faults_fail_a_share_of_calls_and_add_latency() {
-    let emu = Emu::start().await;
-    emu.seed_gateway(
-        &[("pc-slow", json!({"provider": "@slow"}))],
-        &[(CANARY_KEY, "ak-canary", "pc-slow", json!({}))],
-    )
-    .await;
-    let (status, _) = emu
-        .control(
-            Method::PUT,
-            "/_emulator/faults",
-            Some(json!({"providers": {"slow": {"error_rate": 1.5}}})),
-        )
+    let emu = Emu::with_one_key(("pc-slow", "slow"), (CANARY_KEY, "ak-canary")).await;
+    let status = emu
+        .faults_status(json!({"providers": {"slow": {"error_rate": 1.5}}}))
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "a rate is a probability");
-    let (status, _) = emu
-        .control(
-            Method::PUT,
-            "/_emulator/faults",
-            Some(json!({"providers": {"slow": {"status": 200}}})),
-        )
+    let status = emu
+        .faults_status(json!({"providers": {"slow": {"status": 200}}}))
         .await;
     assert_eq!(
         status,
@@ -367,8 +371,7 @@ async fn provider_faults_fail_a_share_of_calls_and_add_latency() {
 
 #[tokio::test]
 async fn telemetry_reads_cohorts_by_key_status_and_metadata() {
-    let emu = Emu::start().await;
-    emu.seed_gateway(
+    let emu = Emu::with_gateway(
         &[
             ("pc-stable", json!({"provider": "@stable-openai"})),
             (
@@ -580,12 +583,7 @@ async fn aigw_telemetry(emu: &Emu, args: &[&str]) -> Value {
 
 #[tokio::test]
 async fn aigw_api_telemetry_reads_groups_and_charts() {
-    let emu = Emu::start().await;
-    emu.seed_gateway(
-        &[("pc-a", json!({"provider": "@alpha"}))],
-        &[(STABLE_KEY, "ak-stable", "pc-a", json!({}))],
-    )
-    .await;
+    let emu = Emu::with_one_key(("pc-a", "alpha"), (STABLE_KEY, "ak-stable")).await;
     emu.faults(json!({"gateway_seed": 1, "providers": {"alpha": {"error_rate": 0.5}}}))
         .await;
     for _ in 0..10 {

@@ -46,6 +46,11 @@ impl Emu {
     }
 }
 
+/// The row of `rows` whose `key` is `value`.
+fn find_row(rows: &Value, key: &str, value: &str) -> Value {
+    let rows = rows.as_array().unwrap();
+    rows.iter().find(|r| r[key] == value).cloned().unwrap()
+}
 #[tokio::test]
 async fn integrations_are_written_once_and_read_masked() {
     let emu = Emu::start().await;
@@ -65,8 +70,7 @@ async fn integrations_are_written_once_and_read_masked() {
     }
     let mut bad_org = integration("bad");
     bad_org["organisation_id"] = json!("tsg-1");
-    let (status, error) = emu.post(INTEGRATIONS, bad_org).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let error = emu.post_refused(INTEGRATIONS, bad_org).await;
     assert_eq!(error["error"]["param"], "organisation_id", "{error}");
 
     let (status, receipt) = emu.post(INTEGRATIONS, integration("openai-prod")).await;
@@ -200,15 +204,7 @@ async fn workspace_access_merges_per_row_and_is_disabled_never_deleted() {
     let (_, rows) = emu.get(&path).await;
     assert_eq!(rows["total"], 2, "{rows}");
     assert_eq!(rows["global_workspace_access"]["enabled"], false);
-    let row = |id: &str| {
-        rows["workspaces"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["id"] == id)
-            .cloned()
-            .unwrap()
-    };
+    let row = |id: &str| find_row(&rows["workspaces"], "id", id);
     assert_eq!(
         (row(WS_A)["enabled"].clone(), row(WS_A)["status"].clone()),
         (json!(false), json!("archived"))
@@ -289,15 +285,7 @@ async fn model_access_merges_per_slug_and_only_custom_models_go() {
     let (_, models) = emu.get(&path).await;
     assert_eq!(models["total"], 3);
     assert_eq!(models["allow_all_models"], false);
-    let by_slug = |slug: &str| {
-        models["models"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["slug"] == slug)
-            .cloned()
-            .unwrap()
-    };
+    let by_slug = |slug: &str| find_row(&models["models"], "slug", slug);
     assert_eq!(by_slug("gpt-4o-mini")["enabled"], false);
     assert_eq!(by_slug("gpt-4o")["enabled"], true, "not listed: untouched");
     assert_eq!(by_slug("ft-1")["is_custom"], 1);

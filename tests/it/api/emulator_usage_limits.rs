@@ -24,6 +24,15 @@ impl Emu {
         format!("{BASE}/{}", text(&receipt["id"]))
     }
 
+    /// Each of `queries` on the list `path` is refused: 400, `AB01`.
+    async fn refuses_queries(&self, path: &str, queries: &[&str]) {
+        for query in queries {
+            let (status, body) = self.get(&format!("{path}?{query}")).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{query}");
+            assert_eq!(body["data"]["errorCode"], "AB01", "{body}");
+        }
+    }
+
     /// Counts usage the way gateway traffic would; returns the entity row.
     async fn use_budget(&self, policy_path: &str, value_key: &str, usage: f64) -> Value {
         let id = policy_path.rsplit('/').next().unwrap_or_default();
@@ -55,6 +64,19 @@ fn budget(credit_limit: Value) -> Value {
            "group_by": [{"key": "api_key"}, {"key": "metadata.user_id"}]})
 }
 
+/// The entity row `entity` has `(current_usage, status)` and its alerts sent as `alerts`
+/// (threshold, exhausted).
+fn assert_entity(entity: &Value, usage: (Value, Value), alerts: (Value, Value)) {
+    assert_eq!(
+        (entity["current_usage"].clone(), entity["status"].clone()),
+        usage
+    );
+    let sent = (
+        entity["is_threshold_alerts_sent"].clone(),
+        entity["is_exhausted_alerts_sent"].clone(),
+    );
+    assert_eq!(sent, alerts, "0/1 integers, as live");
+}
 #[tokio::test]
 async fn create_validates_and_reads_back_the_live_shape() {
     let emu = Emu::start().await;
@@ -144,16 +166,16 @@ async fn list_filters_pages_and_defaults_to_active() {
     assert_eq!(other["total"], json!(1));
     let (_, default) = emu.get(&format!("{BASE}?page_size=0")).await;
     assert_eq!(rows(&default), 5, "0 means the default of 100");
-    for query in [
-        "page_size=-1",
-        "current_page=x",
-        "type=requests",
-        "status=deleted",
-    ] {
-        let (status, body) = emu.get(&format!("{BASE}?{query}")).await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}");
-        assert_eq!(body["data"]["errorCode"], "AB01", "{body}");
-    }
+    emu.refuses_queries(
+        BASE,
+        &[
+            "page_size=-1",
+            "current_page=x",
+            "type=requests",
+            "status=deleted",
+        ],
+    )
+    .await;
     let (status, body) = emu.get(&format!("{BASE}?workspace_id=has%20space")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["error"]["param"], "workspace_id", "{body}");
@@ -230,8 +252,7 @@ async fn both_periodic_reset_forms_are_a_400_and_one_replaces_the_other() {
     let mut body = budget(json!(100));
     body["periodic_reset"] = json!("monthly");
     body["periodic_reset_days"] = json!(30);
-    let (status, error) = emu.post(BASE, body).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let error = emu.post_refused(BASE, body).await;
     assert_ab(&error, "AB01", "periodic_reset_days");
 
     let mut body = budget(json!(100));
@@ -323,30 +344,13 @@ async fn usage_exhausts_entities_that_page_filter_and_reset() {
     body["alert_threshold"] = json!(8);
     let path = emu.create_policy(body).await;
     let first = emu.use_budget(&path, "key-a", 4.5).await;
-    assert_eq!(
-        (first["current_usage"].clone(), first["status"].clone()),
-        (json!(4.5), json!("active"))
-    );
-    assert_eq!(
-        (
-            first["is_threshold_alerts_sent"].clone(),
-            first["is_exhausted_alerts_sent"].clone()
-        ),
-        (json!(0), json!(0)),
-        "0/1 integers, as live"
-    );
+    assert_entity(&first, (json!(4.5), json!("active")), (json!(0), json!(0)));
     let again = emu.use_budget(&path, "key-a", 5.5).await;
     assert_eq!(again["id"], first["id"], "one entity per value");
-    assert_eq!(
-        (again["current_usage"].clone(), again["status"].clone()),
-        (json!(10), json!("exhausted"))
-    );
-    assert_eq!(
-        (
-            again["is_threshold_alerts_sent"].clone(),
-            again["is_exhausted_alerts_sent"].clone()
-        ),
-        (json!(1), json!(1))
+    assert_entity(
+        &again,
+        (json!(10), json!("exhausted")),
+        (json!(1), json!(1)),
     );
     for (key, usage) in [("key-b", 1.0), ("KEY-c", 12.0), ("other", 0.5)] {
         emu.use_budget(&path, key, usage).await;
@@ -407,16 +411,16 @@ async fn usage_exhausts_entities_that_page_filter_and_reset() {
     assert_eq!(exhausted["total"], json!(2));
     let (_, found) = emu.get(&format!("{entities}?search=key-")).await;
     assert_eq!(found["total"], json!(3), "case-insensitive substring");
-    for query in [
-        "page_size=0",
-        "page_size=101",
-        "current_page=-1",
-        "status=archived",
-    ] {
-        let (status, body) = emu.get(&format!("{entities}?{query}")).await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}");
-        assert_eq!(body["data"]["errorCode"], "AB01", "{body}");
-    }
+    emu.refuses_queries(
+        &entities,
+        &[
+            "page_size=0",
+            "page_size=101",
+            "current_page=-1",
+            "status=archived",
+        ],
+    )
+    .await;
 
     let reset = format!("{entities}/{}/reset", text(&first["id"]));
     let (status, body) = emu.put(&reset, json!({})).await;

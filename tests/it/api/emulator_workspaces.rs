@@ -45,6 +45,22 @@ impl Emu {
     }
 }
 
+/// The row of `rows` with `slug` (a panic when there is none).
+fn with_slug(rows: &Value, slug: &str) -> Value {
+    let rows = rows.as_array().expect("rows");
+    rows.iter()
+        .find(|r| r["slug"] == slug)
+        .cloned()
+        .unwrap_or_else(|| panic!("no row {slug} in {rows:?}"))
+}
+
+impl Emu {
+    /// PUTs `body` to `item`, then reads it back.
+    async fn put_then_get(&self, item: &str, body: Value) -> Value {
+        self.put(item, body).await;
+        self.get(item).await.1
+    }
+}
 #[tokio::test]
 async fn a_workspace_is_made_in_three_calls_and_shows_on_the_data_plane_once_bound() {
     let emu = Emu::start().await;
@@ -156,13 +172,7 @@ async fn a_workspace_is_made_in_three_calls_and_shows_on_the_data_plane_once_bou
             );
         }
     }
-    let row = &data_list["data"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .find(|r| r["slug"] == slug.as_str())
-        .cloned()
-        .expect("row");
+    let row = &with_slug(&data_list["data"], &slug);
     assert_eq!(row["status"], "active");
     assert_eq!(row["icon"], "💳");
 
@@ -231,20 +241,11 @@ async fn updates_answer_empty_and_clear_only_with_the_explicit_forms() {
     assert_eq!(read["rate_limits"][0]["value"], 60);
 
     // A credit change keeps the policy's id; a type change makes a new one.
-    emu.put(
-        &item,
-        json!({"usage_limits": [{"credit_limit": 200, "type": "cost"}]}),
-    )
-    .await;
-    let (_, read) = emu.get(&item).await;
+    let limit = |type_: &str| json!({"usage_limits": [{"credit_limit": 200, "type": type_}]});
+    let read = emu.put_then_get(&item, limit("cost")).await;
     assert_eq!(read["usage_limits"][0]["id"], policy_id.as_str());
     assert_eq!(read["usage_limits"][0]["credit_limit"], 200);
-    emu.put(
-        &item,
-        json!({"usage_limits": [{"credit_limit": 200, "type": "tokens"}]}),
-    )
-    .await;
-    let (_, read) = emu.get(&item).await;
+    let read = emu.put_then_get(&item, limit("tokens")).await;
     assert_ne!(read["usage_limits"][0]["id"], policy_id.as_str());
 
     // What does not clear: `usage_limits: []`, a blank description.
@@ -319,13 +320,7 @@ async fn delete_archives_and_the_default_workspace_refuses() {
     assert_eq!(status, StatusCode::OK, "still there");
 
     let state = emu.state().await;
-    let archived = state["workspaces"]
-        .as_array()
-        .expect("workspaces")
-        .iter()
-        .find(|w| w["slug"] == slug.as_str())
-        .cloned()
-        .expect("kept in the state");
+    let archived = with_slug(&state["workspaces"], &slug);
     assert_eq!(archived["status"], "archived");
     assert_eq!(archived["writes"], 2, "create and archive");
     assert_eq!(state["scopes"][0]["writes"], 2, "create and bind");

@@ -55,6 +55,22 @@ fn mcp_request() -> CreateMcpIntegrationRequest {
     }
 }
 
+/// A guardrail `pii` of `workspace`, seeded; its id.
+async fn seed_guardrail(emulator: &Running, workspace: &str) -> String {
+    let seeded: Value = reqwest::Client::new()
+        .post(format!("{}/_emulator/seed", emulator.management_url()))
+        .json(&json!({"guardrails": [{"name": "pii", "workspace_id": workspace}]}))
+        .json_value()
+        .await;
+    seeded["guardrails"][0]["id"].as_str().unwrap().to_owned()
+}
+
+/// The capabilities body enabling (or disabling) the tool `create_issue`.
+fn toggle_create_issue(enabled: bool) -> String {
+    json!({"capabilities": [{"name": "create_issue", "type": "tool", "enabled": enabled}]})
+        .to_string()
+}
+
 async fn discover(emulator: &Running, integration: &str, tools: &[&str]) {
     let tools: Vec<Value> = tools.iter().map(|t| json!({"name": t})).collect();
     let response = reqwest::Client::new()
@@ -219,16 +235,11 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
         .await
         .unwrap();
     assert_eq!(listed[0].workspace_id.as_deref(), Some(workspace.as_str()));
-    let renamed = servers
-        .update(
-            &server.id,
-            &UpdateMcpServerRequest {
-                name: Some("Linear tickets".into()),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let rename = UpdateMcpServerRequest {
+        name: Some("Linear tickets".into()),
+        ..Default::default()
+    };
+    let renamed = servers.update(&server.id, &rename).await.unwrap();
     assert_eq!(renamed.slug, "linear-ws");
     assert!(
         servers
@@ -250,16 +261,11 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
         servers.connections(&server.id).await.unwrap().total,
         Some(0)
     );
-    servers
-        .update_user_access(
-            &server.id,
-            &UpdateUserAccessRequest {
-                default_user_access: Some("deny".into()),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let deny = UpdateUserAccessRequest {
+        default_user_access: Some("deny".into()),
+        ..Default::default()
+    };
+    servers.update_user_access(&server.id, &deny).await.unwrap();
     assert_eq!(
         servers
             .user_access(&server.id)
@@ -295,12 +301,7 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
         .await
         .unwrap();
 
-    let seeded: Value = reqwest::Client::new()
-        .post(format!("{}/_emulator/seed", emulator.management_url()))
-        .json(&json!({"guardrails": [{"name": "pii", "workspace_id": workspace}]}))
-        .json_value()
-        .await;
-    let guardrail = seeded["guardrails"][0]["id"].as_str().unwrap().to_owned();
+    let guardrail = seed_guardrail(&emulator, &workspace).await;
     let mappings = client.guardrail_mcp_servers(GuardrailPlane::Workspace);
     let set = SyncMcpServerMappingsRequest {
         mcp_servers: BTreeMap::from([(
@@ -412,12 +413,7 @@ async fn the_cli_never_prints_auth_config_or_mcp_configurations() {
     let access = run(&["mcp-integrations", "workspaces", "linear"]).await;
     assert_eq!(access["workspaces"][0]["enabled"], true);
     discover(&emulator, &integration, &["create_issue"]).await;
-    std::fs::write(
-        body.path(),
-        json!({"capabilities": [{"name": "create_issue", "type": "tool", "enabled": false}]})
-            .to_string(),
-    )
-    .unwrap();
+    std::fs::write(body.path(), toggle_create_issue(false)).unwrap();
     run(&[
         "mcp-integrations",
         "update-capabilities",
@@ -459,12 +455,7 @@ async fn the_cli_never_prints_auth_config_or_mcp_configurations() {
     std::fs::write(body.path(), json!({"description": "d"}).to_string()).unwrap();
     run(&["mcp-servers", "update", "linear-cli", "-f", &file]).await;
     run(&["mcp-servers", "capabilities", "linear-cli"]).await;
-    std::fs::write(
-        body.path(),
-        json!({"capabilities": [{"name": "create_issue", "type": "tool", "enabled": true}]})
-            .to_string(),
-    )
-    .unwrap();
+    std::fs::write(body.path(), toggle_create_issue(true)).unwrap();
     run(&[
         "mcp-servers",
         "update-capabilities",
@@ -501,12 +492,7 @@ async fn the_cli_never_prints_auth_config_or_mcp_configurations() {
     .await;
     assert!(!denied.status.success(), "SCM answers 403");
 
-    let seeded: Value = reqwest::Client::new()
-        .post(format!("{}/_emulator/seed", emulator.management_url()))
-        .json(&json!({"guardrails": [{"name": "pii", "workspace_id": workspace}]}))
-        .json_value()
-        .await;
-    let guardrail = seeded["guardrails"][0]["id"].as_str().unwrap().to_owned();
+    let guardrail = seed_guardrail(&emulator, &workspace).await;
     std::fs::write(
         body.path(),
         json!({"mcp_servers": {server_id.clone(): {"run_on": ["input"]}}}).to_string(),

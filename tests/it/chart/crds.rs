@@ -6,7 +6,7 @@ use crate::support;
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use serde_json::json;
+use serde_json::{Value, json};
 use support::TestEnv;
 
 fn dynamic_api(env: &TestEnv, kind: &str, plural: &str) -> Api<DynamicObject> {
@@ -18,6 +18,18 @@ fn dynamic_api(env: &TestEnv, kind: &str, plural: &str) -> Api<DynamicObject> {
     )
 }
 
+const CONFIGS: (&str, &str) = ("Config", "configs");
+const DEPLOYMENTS: (&str, &str) = ("Deployment", "deployments");
+const POLICIES: (&str, &str) = ("RateLimitsPolicy", "ratelimitspolicies");
+
+/// Creates the object `name` of `(kind, plural)` with `spec`.
+async fn create_dynamic(env: &TestEnv, (kind, plural): (&str, &str), name: &str, spec: Value) {
+    dynamic_api(env, kind, plural)
+        .create(&PostParams::default(), &object(kind, name, spec))
+        .await
+        .unwrap();
+}
+
 fn object(kind: &str, name: &str, spec: serde_json::Value) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": kind,
@@ -26,16 +38,16 @@ fn object(kind: &str, name: &str, spec: serde_json::Value) -> DynamicObject {
     .unwrap()
 }
 
-fn config_spec() -> serde_json::Value {
+fn config_spec() -> Value {
     json!({"name": "routing", "config": {"strategy": {"mode": "fallback"}, "targets": [{"provider": "@openai-prod"}]}})
 }
 
-fn policy_spec() -> serde_json::Value {
+fn policy_spec() -> Value {
     json!({"name": "per-key", "type": "requests", "unit": "rpm", "value": 100,
            "conditions": [{"key": "workspace_id", "value": "ws-1"}], "groupBy": [{"key": "api_key"}]})
 }
 
-fn deployment_spec() -> serde_json::Value {
+fn deployment_spec() -> Value {
     json!({"name": "edge", "type": "production", "credentialsSecretRef": {"name": "edge-creds"},
            "authSettings": {"gatewayBaseUrl": "https://gw.example", "workspacesAllowed": ["ws-1"]}})
 }
@@ -43,12 +55,8 @@ fn deployment_spec() -> serde_json::Value {
 #[tokio::test]
 async fn each_kind_round_trips_through_the_apiserver() {
     let env = TestEnv::new("crds-roundtrip").await;
-    let pp = PostParams::default();
 
-    dynamic_api(&env, "Config", "configs")
-        .create(&pp, &object("Config", "routing", config_spec()))
-        .await
-        .unwrap();
+    create_dynamic(&env, CONFIGS, "routing", config_spec()).await;
     let config = env.api::<Config>().get("routing").await.unwrap();
     assert_eq!(config.spec.name, "routing");
     assert_eq!(
@@ -56,10 +64,7 @@ async fn each_kind_round_trips_through_the_apiserver() {
         "fallback"
     );
 
-    dynamic_api(&env, "Deployment", "deployments")
-        .create(&pp, &object("Deployment", "edge", deployment_spec()))
-        .await
-        .unwrap();
+    create_dynamic(&env, DEPLOYMENTS, "edge", deployment_spec()).await;
     let deployment = env.api::<Deployment>().get("edge").await.unwrap();
     assert_eq!(deployment.spec.credentials_secret_ref.name, "edge-creds");
     assert_eq!(
@@ -68,24 +73,18 @@ async fn each_kind_round_trips_through_the_apiserver() {
         "the apiserver defaults deletionPolicy"
     );
 
-    dynamic_api(&env, "RateLimitsPolicy", "ratelimitspolicies")
-        .create(&pp, &object("RateLimitsPolicy", "per-key", policy_spec()))
-        .await
-        .unwrap();
+    create_dynamic(&env, POLICIES, "per-key", policy_spec()).await;
     let policy = env.api::<RateLimitsPolicy>().get("per-key").await.unwrap();
     assert_eq!(policy.spec.value, 100.0);
     env.cleanup().await;
 }
 
-async fn rejection(api: &Api<DynamicObject>, obj: &DynamicObject) -> String {
-    match api.create(&PostParams::default(), obj).await {
-        Ok(_) => panic!(
-            "the apiserver accepted an invalid {}",
-            obj.metadata.name.as_deref().unwrap_or("")
-        ),
-        Err(kube::Error::Api(status)) => status.message,
-        Err(other) => panic!("unexpected error: {other}"),
-    }
+/// The apiserver's refusal of the object `name` of `(kind, plural)` with `spec`.
+async fn rejection(env: &TestEnv, (kind, plural): (&str, &str), name: &str, spec: Value) -> String {
+    let created = dynamic_api(env, kind, plural)
+        .create(&PostParams::default(), &object(kind, name, spec))
+        .await;
+    support::refusal(created, format!("an invalid {name}"))
 }
 
 #[tokio::test]
@@ -94,11 +93,7 @@ async fn invalid_manifests_are_rejected_naming_the_field() {
 
     let mut spec = policy_spec();
     spec["unit"] = json!("rps");
-    let message = rejection(
-        &dynamic_api(&env, "RateLimitsPolicy", "ratelimitspolicies"),
-        &object("RateLimitsPolicy", "bad-unit", spec),
-    )
-    .await;
+    let message = rejection(&env, POLICIES, "bad-unit", spec).await;
     assert!(
         message.contains("spec.unit") && message.contains("rps"),
         "{message}"
@@ -106,20 +101,12 @@ async fn invalid_manifests_are_rejected_naming_the_field() {
 
     let mut spec = deployment_spec();
     spec["type"] = json!("staging");
-    let message = rejection(
-        &dynamic_api(&env, "Deployment", "deployments"),
-        &object("Deployment", "bad-type", spec),
-    )
-    .await;
+    let message = rejection(&env, DEPLOYMENTS, "bad-type", spec).await;
     assert!(message.contains("spec.type"), "{message}");
 
     let mut spec = config_spec();
     spec.as_object_mut().unwrap().remove("name");
-    let message = rejection(
-        &dynamic_api(&env, "Config", "configs"),
-        &object("Config", "no-name", spec),
-    )
-    .await;
+    let message = rejection(&env, CONFIGS, "no-name", spec).await;
     assert!(
         message.contains("spec.name") && message.contains("Required"),
         "{message}"
@@ -127,11 +114,7 @@ async fn invalid_manifests_are_rejected_naming_the_field() {
 
     let mut spec = policy_spec();
     spec["groupBy"] = json!([]);
-    let message = rejection(
-        &dynamic_api(&env, "RateLimitsPolicy", "ratelimitspolicies"),
-        &object("RateLimitsPolicy", "no-group", spec),
-    )
-    .await;
+    let message = rejection(&env, POLICIES, "no-group", spec).await;
     assert!(message.contains("spec.groupBy"), "{message}");
     env.cleanup().await;
 }
@@ -184,18 +167,9 @@ async fn immutable_fields_cannot_change() {
 
 /// Merge-patches `name`'s spec and returns the apiserver's refusal.
 async fn refused_patch(api: &Api<DynamicObject>, name: &str, spec: serde_json::Value) -> String {
-    match api
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": spec})),
-        )
-        .await
-    {
-        Ok(_) => panic!("the apiserver accepted {spec} on {name}"),
-        Err(kube::Error::Api(status)) => status.message,
-        Err(other) => panic!("unexpected error: {other}"),
-    }
+    let patch = Patch::Merge(json!({"spec": spec}));
+    let patched = api.patch(name, &PatchParams::default(), &patch).await;
+    support::refusal(patched, format!("{spec} on {name}"))
 }
 
 #[tokio::test]
@@ -228,36 +202,24 @@ async fn identity_fields_are_only_set_at_creation() {
     ] {
         let api = dynamic_api(&env, kind, plural);
         let wanted = format!("spec.{field} cannot be added or removed after creation");
-        let new = "created-without-id";
-        api.create(&pp, &object(kind, new, base.clone()))
-            .await
-            .unwrap();
-        let message = refused_patch(&api, new, json!({field: value})).await;
-        assert!(
-            message.contains(&wanted),
-            "adding {kind} {field}: {message}"
-        );
-
         // An explicit null reads as absent to aigw, so setting the field later is also refused.
-        let null = "created-with-null";
-        let mut spec = base.clone();
-        spec[field] = json!(null);
-        api.create(&pp, &object(kind, null, spec)).await.unwrap();
-        let message = refused_patch(&api, null, json!({field: value})).await;
-        assert!(
-            message.contains(&wanted),
-            "setting a null {kind} {field}: {message}"
-        );
-
-        let adopted = "created-with-id";
-        let mut spec = base.clone();
-        spec[field] = json!(value);
-        api.create(&pp, &object(kind, adopted, spec)).await.unwrap();
-        let message = refused_patch(&api, adopted, json!({field: null})).await;
-        assert!(
-            message.contains(&wanted),
-            "removing {kind} {field}: {message}"
-        );
+        let (new, null, adopted) = ("created-without-id", "created-with-null", "created-with-id");
+        for (name, created, patched, what) in [
+            (new, None, json!(value), "adding"),
+            (null, Some(Value::Null), json!(value), "setting a null"),
+            (adopted, Some(json!(value)), Value::Null, "removing"),
+        ] {
+            let mut spec = base.clone();
+            if let Some(created) = created {
+                spec[field] = created;
+            }
+            api.create(&pp, &object(kind, name, spec)).await.unwrap();
+            let message = refused_patch(&api, name, json!({field: patched})).await;
+            assert!(
+                message.contains(&wanted),
+                "{what} {kind} {field}: {message}"
+            );
+        }
         let message = refused_patch(&api, adopted, json!({field: "another"})).await;
         assert!(
             message.contains(&format!("{field} is immutable")),

@@ -56,15 +56,12 @@ async fn cluster_wide_rbac_lets_the_operator_do_its_work() {
         secrets.delete(&plain, &DeleteParams::default()).await,
         "delete a Secret",
     );
-    assert_forbidden(
-        Api::<ConfigMap>::namespaced(sa, &work.namespace)
-            .list(&Default::default())
-            .await,
+    assert_cannot_list(
+        Api::<ConfigMap>::namespaced(sa, &work.namespace),
         "list ConfigMaps",
-    );
-    operator.assert_clean_log();
-
-    drop(operator);
+    )
+    .await;
+    operator.stop_clean();
     chart.uninstall().await;
     work.cleanup().await;
     release.cleanup().await;
@@ -95,18 +92,8 @@ async fn watch_namespaces_rbac_is_enough_and_confined_to_them() {
             .await,
         "get a Secret in a namespace that is not watched",
     );
-    assert_forbidden(
-        Api::<Secret>::all(sa.clone())
-            .list(&Default::default())
-            .await,
-        "list Secrets cluster-wide",
-    );
-    assert_forbidden(
-        Api::<Config>::all(sa.clone())
-            .list(&Default::default())
-            .await,
-        "list Configs cluster-wide",
-    );
+    assert_cannot_list(Api::<Secret>::all(sa.clone()), "list Secrets cluster-wide").await;
+    assert_cannot_list(Api::<Config>::all(sa.clone()), "list Configs cluster-wide").await;
     let inside = plain_secret(&a, "inside").await;
     Api::<Secret>::namespaced(sa.clone(), &a.namespace)
         .get(&inside)
@@ -121,15 +108,12 @@ async fn watch_namespaces_rbac_is_enough_and_confined_to_them() {
         .list(&Default::default())
         .await
         .expect("the ServiceAccount lists the Connection secret namespace");
-    assert_forbidden(
-        Api::<Secret>::namespaced(sa, &c.namespace)
-            .list(&Default::default())
-            .await,
+    assert_cannot_list(
+        Api::<Secret>::namespaced(sa, &c.namespace),
         "list the Secrets of a namespace that is not watched",
-    );
-    operator.assert_clean_log();
-
-    drop(operator);
+    )
+    .await;
+    operator.stop_clean();
     let _ = Api::<Connection>::all(release.client.clone())
         .delete(&connection, &DeleteParams::default())
         .await;
@@ -160,12 +144,11 @@ async fn the_harness_operator_runs_under_the_charts_rbac() {
         .list(&Default::default())
         .await
         .expect("cluster-wide: Secrets in every namespace");
-    assert_forbidden(
-        Api::<ConfigMap>::namespaced(operator, &h.env.namespace)
-            .list(&Default::default())
-            .await,
+    assert_cannot_list(
+        Api::<ConfigMap>::namespaced(operator, &h.env.namespace),
         "list ConfigMaps",
-    );
+    )
+    .await;
     h.stop().await;
 
     let h = Harness::start_two_teams("chart-harness", WAIT, None).await;
@@ -177,12 +160,11 @@ async fn the_harness_operator_runs_under_the_charts_rbac() {
             .await
             .expect("watchNamespaces: Secrets in a watched namespace");
     }
-    assert_forbidden(
-        Api::<Secret>::all(operator.clone())
-            .list(&Default::default())
-            .await,
+    assert_cannot_list(
+        Api::<Secret>::all(operator.clone()),
         "watchNamespaces: list Secrets cluster-wide",
-    );
+    )
+    .await;
     assert_forbidden(
         Api::<Config>::all(operator).list(&Default::default()).await,
         "watchNamespaces: list Configs cluster-wide",
@@ -214,12 +196,7 @@ async fn manage_config_and_rotating_deployment(
         .await;
     let first = client_auth(deployment_ns, "edge-creds").await;
 
-    support::merge_patch(
-        &deployments,
-        "edge",
-        json!({"spec": {"rotation": {"trigger": "v2"}}}),
-    )
-    .await;
+    rotate_to_v2(&deployments, "edge").await;
     let rotated = operator
         .wait_for(deployment_ns, "edge", |d: &Deployment| d.rotated_for("v2"))
         .await;
@@ -308,12 +285,7 @@ async fn manage_rotating_api_key(env: &TestEnv, operator: &Operator) {
     };
     operator.wait_for(env, "app-key", key_ready).await;
     let first = secret_value(env, "app-key", "api_key").await;
-    support::merge_patch(
-        &keys,
-        "app-key",
-        json!({"spec": {"rotation": {"trigger": "v2"}}}),
-    )
-    .await;
+    rotate_to_v2(&keys, "app-key").await;
     let rotated = operator
         .wait_for(env, "app-key", |k: &ApiKey| {
             key_ready(k) && k.rotated_for("v2")
@@ -343,11 +315,7 @@ async fn create_workload(env: &TestEnv, name: &str, image: &str) {
 
 /// When the operator last restarted the workload `name` (its pod template's annotation).
 async fn restarted_at(env: &TestEnv, name: &str) -> Option<String> {
-    let workload = env
-        .api::<AppsDeployment>()
-        .get(name)
-        .await
-        .expect("read the workload");
+    let workload = env.get::<AppsDeployment>(name).await;
     workload
         .spec
         .and_then(|s| s.template.metadata)
@@ -501,6 +469,11 @@ impl Operator {
         assert!(exited.is_none(), "the operator exited: {exited:?}");
     }
 
+    /// [`Self::assert_clean_log`], then stops it.
+    fn stop_clean(self) {
+        self.assert_clean_log();
+    }
+
     /// Nothing the operator tried was refused, and the API token never reached its log.
     fn assert_clean_log(&self) {
         let log = self.log_text();
@@ -614,11 +587,7 @@ async fn client_auth(env: &TestEnv, name: &str) -> Vec<u8> {
 
 /// The value of `key` in the Secret `name`, read as admin.
 async fn secret_value(env: &TestEnv, name: &str, key: &str) -> Vec<u8> {
-    let secret = env
-        .api::<Secret>()
-        .get(name)
-        .await
-        .expect("read the Secret");
+    let secret = env.get::<Secret>(name).await;
     secret
         .data
         .and_then(|d| d.get(key).map(|v| v.0.clone()))
@@ -633,6 +602,23 @@ async fn plain_secret(env: &TestEnv, name: &str) -> String {
 }
 
 /// The request was refused by RBAC (the object itself is never printed: it may be a Secret).
+/// Listing through `api` is forbidden to the ServiceAccount.
+async fn assert_cannot_list<K>(api: Api<K>, what: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    assert_forbidden(api.list(&Default::default()).await, what);
+}
+
+/// Moves the rotation trigger of `name` (a Deployment or an ApiKey) to `v2`.
+async fn rotate_to_v2<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({"spec": {"rotation": {"trigger": "v2"}}});
+    support::merge_patch(api, name, patch).await;
+}
+
 fn assert_forbidden<T>(result: kube::Result<T>, what: &str) {
     match result {
         Err(kube::Error::Api(status)) if status.code == 403 => {}

@@ -30,6 +30,57 @@ async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
         .await
 }
 
+/// A service key `name`'s spec (no rotation) with `field` set to `value`.
+fn service_key_with(name: &str, (field, value): (&str, Value)) -> Value {
+    let mut spec = service_key(name, json!({}));
+    spec[field] = value;
+    spec
+}
+
+/// Creates the service key `name` rotating as `rotation`: its id and the value its Secret
+/// (`{name}-key`) holds.
+async fn created_key(h: &Harness, name: &str, rotation: Value) -> (String, String) {
+    let id = create(h, name, service_key(name, rotation)).await;
+    (id, secret_value(h, &format!("{name}-key")).await)
+}
+
+/// The value the Secret `secret` holds: the key `(remote, id)`'s, which works (else a
+/// panic saying `holds`).
+async fn secret_holds(
+    h: &Harness,
+    secret: &str,
+    (remote, id): (&Value, &str),
+    holds: &str,
+) -> String {
+    let value = secret_value(h, secret).await;
+    assert_eq!(remote["key"], value.as_str(), "{holds}");
+    assert_eq!(handshake(h, id, &value).await, 200);
+    value
+}
+
+/// Creates the ApiKey `name` with `spec`, which admission refuses (`expect` says why it must);
+/// the refusal.
+async fn refused_at_admission(h: &Harness, name: &str, spec: Value, expect: &str) -> kube::Error {
+    h.env
+        .api::<ApiKey>()
+        .create(&PostParams::default(), &api_key(name, spec))
+        .await
+        .expect_err(expect)
+}
+
+/// Moves the rotation trigger of the ApiKey `name` to `b`; waits until the key `id` was
+/// rotated once.
+async fn rotate_to_b(h: &Harness, name: &str, id: &str) {
+    h.env
+        .patch_spec::<ApiKey>(name, json!({"rotation": {"trigger": "b"}}))
+        .await;
+    support::wait_until(WAIT, || async {
+        (remote(h, id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("the rotate call never happened");
+}
+
 /// No key value the emulator ever handed out (nor `extra`) is in logs, events or statuses.
 async fn assert_no_leaks(h: &Harness, extra: &[&str]) {
     let mut values: Vec<String> = vec![TOKEN.to_string()];
@@ -175,47 +226,30 @@ async fn two_trigger_changes_rotate_twice_and_the_old_key_works_until_its_transi
 #[tokio::test]
 async fn a_server_side_rotation_policy_is_refused_at_admission_saying_why() {
     let h = Harness::start("ak-admit").await;
-    let mut spec = service_key("policy", json!({}));
-    spec["rotationPolicy"] = json!({"rotation_period": "weekly"});
-    let refused = h
-        .env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key("policy", spec))
-        .await
-        .expect_err("a rotationPolicy must be refused");
+    let spec = service_key_with(
+        "policy",
+        ("rotationPolicy", json!({"rotation_period": "weekly"})),
+    );
+    let refused =
+        refused_at_admission(&h, "policy", spec, "a rotationPolicy must be refused").await;
     let message = refused.to_string();
     assert!(message.contains("rotationPolicy"), "{message}");
     assert!(message.contains("dead key"), "{message}");
 
     let short = service_key("short", json!({"transitionPeriod": "10m"}));
-    let refused = h
-        .env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key("short", short))
-        .await
-        .expect_err("a transition under 30m must be refused");
+    let refused =
+        refused_at_admission(&h, "short", short, "a transition under 30m must be refused").await;
     assert!(refused.to_string().contains("30m"), "{refused}");
 
-    let mut user = service_key("user", json!({}));
-    user["kind"] = json!("user");
-    let refused = h
-        .env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key("user", user))
-        .await
-        .expect_err("a user key needs a userId");
+    let user = service_key_with("user", ("kind", json!("user")));
+    let refused = refused_at_admission(&h, "user", user, "a user key needs a userId").await;
     assert!(refused.to_string().contains("userId"), "{refused}");
 
     // An empty workspaceId would mean the default workspace to the API and read back as
     // another value: refused, naming the field.
-    let mut empty = service_key("empty", json!({}));
-    empty["workspaceId"] = json!("");
-    let refused = h
-        .env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key("empty", empty))
-        .await
-        .expect_err("an empty workspaceId must be refused");
+    let empty = service_key_with("empty", ("workspaceId", json!("")));
+    let refused =
+        refused_at_admission(&h, "empty", empty, "an empty workspaceId must be refused").await;
     assert!(
         refused.to_string().contains("spec.workspaceId"),
         "{refused}"
@@ -279,19 +313,11 @@ async fn a_lost_create_answer_leaves_no_orphaned_key() {
 #[tokio::test]
 async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     let mut h = Harness::start("ak-crash").await;
-    let id = create(&h, "crashy", service_key("crashy", json!({"trigger": "a"}))).await;
-    let before = secret_value(&h, "crashy-key").await;
+    let (id, before) = created_key(&h, "crashy", json!({"trigger": "a"})).await;
 
     // The process "dies" right after the API issued the new value.
     h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
-    h.env
-        .patch_spec::<ApiKey>("crashy", json!({"rotation": {"trigger": "b"}}))
-        .await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &id).await["rotations"] == 1).then_some(())
-    })
-    .await
-    .expect("the rotate call never happened");
+    rotate_to_b(&h, "crashy", &id).await;
     let lost = remote(&h, &id).await["key"].as_str().unwrap().to_string();
     assert_eq!(secret_value(&h, "crashy-key").await, before);
     let frozen = h.env.api::<ApiKey>().get("crashy").await.unwrap();
@@ -329,13 +355,13 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     assert_eq!(ours.len(), 1, "one key left in the API: {ours:?}");
     assert_eq!(ours[0]["id"], new_id.as_str());
     assert_eq!(ours[0]["rotations"], 0, "the new key was never rotated");
-    let now = secret_value(&h, "crashy-key").await;
-    assert_eq!(
-        ours[0]["key"],
-        now.as_str(),
-        "the Secret holds the live key"
-    );
-    assert_eq!(handshake(&h, &new_id, &now).await, 200);
+    secret_holds(
+        &h,
+        "crashy-key",
+        (ours[0], &new_id),
+        "the Secret holds the live key",
+    )
+    .await;
     assert_ne!(
         handshake(&h, &id, &lost).await,
         200,
@@ -371,8 +397,13 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
 #[tokio::test]
 async fn defaults_config_names_a_config_resource_and_waits_until_it_exists() {
     let h = Harness::start("ak-config").await;
-    let mut spec = service_key("routed", json!({}));
-    spec["defaults"] = json!({"config": "routing", "allowConfigOverride": false});
+    let spec = service_key_with(
+        "routed",
+        (
+            "defaults",
+            json!({"config": "routing", "allowConfigOverride": false}),
+        ),
+    );
     support::create(&h.env.api(), &api_key("routed", spec)).await;
     // No Config yet: the key waits, and nothing is created.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -432,8 +463,7 @@ async fn a_deleted_secret_is_reported_at_once_and_a_trigger_change_refills_it() 
 #[tokio::test]
 async fn a_scheduled_rotation_happens_when_due() {
     let h = Harness::start_with("ak-sched", Duration::from_secs(1)).await;
-    let id = create(&h, "sched", service_key("sched", json!({"interval": "4s"}))).await;
-    let first = secret_value(&h, "sched-key").await;
+    let (id, first) = created_key(&h, "sched", json!({"interval": "4s"})).await;
     support::wait_until(Duration::from_secs(20), || async {
         (remote(&h, &id).await["rotations"] == 1).then_some(())
     })
@@ -481,8 +511,7 @@ async fn plan_compares_the_recorded_key_and_never_prints_its_value() {
 #[tokio::test]
 async fn a_user_key_is_orphaned_with_its_secret_when_asked() {
     let h = Harness::start("ak-orphan").await;
-    let mut spec = service_key("mine", json!({}));
-    spec["kind"] = json!("user");
+    let mut spec = service_key_with("mine", ("kind", json!("user")));
     spec["userId"] = json!("6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b");
     spec["deletionPolicy"] = json!("Orphan");
     let id = create(&h, "mine", spec).await;
@@ -518,14 +547,7 @@ async fn a_lost_rotate_answer_replaces_the_key_and_the_secret_ends_live() {
     let id = create(&h, "shaky", service_key("shaky", json!({"trigger": "a"}))).await;
     h.reset_stats().await;
     h.faults(json!({"error_after_commit_rate": 1.0})).await;
-    h.env
-        .patch_spec::<ApiKey>("shaky", json!({"rotation": {"trigger": "b"}}))
-        .await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &id).await["rotations"] == 1).then_some(())
-    })
-    .await
-    .expect("the rotate call never happened");
+    rotate_to_b(&h, "shaky", &id).await;
     h.faults(json!({})).await;
     let settled = h
         .wait_for::<ApiKey>("shaky", WAIT, |k| {
@@ -556,13 +578,13 @@ async fn a_lost_rotate_answer_replaces_the_key_and_the_secret_ends_live() {
         .collect();
     assert_eq!(ours.len(), 1, "one key left in the API: {ours:?}");
     assert_eq!(ours[0]["id"], new_id.as_str());
-    let value = secret_value(&h, "shaky-key").await;
-    assert_eq!(
-        ours[0]["key"],
-        value.as_str(),
-        "the Secret holds the live key"
-    );
-    assert_eq!(handshake(&h, &new_id, &value).await, 200);
+    secret_holds(
+        &h,
+        "shaky-key",
+        (&ours[0], &new_id),
+        "the Secret holds the live key",
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.count(&rotate).await, 1);
     assert_eq!(remote(&h, &new_id).await["rotations"], 0);
@@ -576,8 +598,7 @@ async fn a_lost_rotate_answer_replaces_the_key_and_the_secret_ends_live() {
 #[tokio::test]
 async fn a_key_deleted_outside_aigw_is_created_again_into_the_secret() {
     let h = Harness::start_with("ak-gone", Duration::from_secs(1)).await;
-    let id = create(&h, "gone", service_key("gone", json!({"trigger": "a"}))).await;
-    let before = secret_value(&h, "gone-key").await;
+    let (id, before) = created_key(&h, "gone", json!({"trigger": "a"})).await;
     h.delete(&format!("{SERVICE_KEYS}/{id}")).await;
     assert_eq!(
         handshake(&h, &id, &before).await,
@@ -596,13 +617,13 @@ async fn a_key_deleted_outside_aigw_is_created_again_into_the_secret() {
     let new_id = again.status.unwrap().id.unwrap();
     let keys = remote_keys(&h).await;
     assert_eq!(keys.len(), 1, "one key in the API: {keys:?}");
-    let value = secret_value(&h, "gone-key").await;
-    assert_eq!(
-        keys[0]["key"],
-        value.as_str(),
-        "the Secret holds the new key"
-    );
-    assert_eq!(handshake(&h, &new_id, &value).await, 200);
+    secret_holds(
+        &h,
+        "gone-key",
+        (&keys[0], &new_id),
+        "the Secret holds the new key",
+    )
+    .await;
     assert_no_leaks(&h, &[&before]).await;
     h.stop().await;
 }
@@ -695,8 +716,7 @@ async fn a_rotation_in_flight_is_not_redone_by_a_second_writer() {
 async fn a_crash_after_the_create_secret_write_keeps_the_key_the_secret_holds() {
     let mut h = Harness::start("ak-crash-create").await;
     let intent = jiff::Timestamp::now().to_string();
-    let id = create(&h, "held", service_key("held", json!({"trigger": "a"}))).await;
-    let value = secret_value(&h, "held-key").await;
+    let (id, value) = created_key(&h, "held", json!({"trigger": "a"})).await;
     // The status as a crash between the Secret write and the status write leaves it: the
     // intent recorded before the POST, no id.
     h.stop_operator().await;
@@ -746,14 +766,7 @@ async fn a_stale_rotation_intent_never_rotates_a_freshly_created_key() {
     let mut h = Harness::start("ak-stale-intent").await;
     let id = create(&h, "stale", service_key("stale", json!({"trigger": "a"}))).await;
     h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
-    h.env
-        .patch_spec::<ApiKey>("stale", json!({"rotation": {"trigger": "b"}}))
-        .await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &id).await["rotations"] == 1).then_some(())
-    })
-    .await
-    .expect("the rotate call never happened");
+    rotate_to_b(&h, "stale", &id).await;
     h.stop_operator().await;
     h.delete(&format!("{SERVICE_KEYS}/{id}")).await;
     h.restart_operator().await;
@@ -783,8 +796,7 @@ async fn a_stale_rotation_intent_never_rotates_a_freshly_created_key() {
 async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
     let drift = Duration::from_secs(1);
     let h = Harness::start_with("ak-modes", drift).await;
-    let id = create(&h, "held", service_key("held", json!({"trigger": "a"}))).await;
-    let before = secret_value(&h, "held-key").await;
+    let (id, before) = created_key(&h, "held", json!({"trigger": "a"})).await;
     let patch = |patch: Value| {
         let keys = h.env.api::<ApiKey>();
         async move {
@@ -951,7 +963,6 @@ async fn a_secret_that_cannot_be_written_mints_no_keys() {
         "keys were minted while the Secret could not be written"
     );
     let message = h
-        .env
         .condition_message::<ApiKey>("refused", WAIT, ("Stalled", "SecretNotWritable"))
         .await;
     assert!(message.contains("refused-key"), "{message}");

@@ -64,18 +64,29 @@ async fn record(configs: &Api<Config>, name: &str, id: &str) {
 /// metadata write (the window the change opened), moves nothing: the recorded installation
 /// stalls with `ClaimChanged` and makes no API call, the other does not take it, the
 /// annotation the tenant wrote is not overwritten. A tenant cannot preset the record either:
+/// A harness whose operator is stopped: the test runs the installations.
+async fn without_operator(prefix: &str) -> Harness {
+    let mut h = Harness::start_with(prefix, DRIFT).await;
+    h.stop_operator().await;
+    h
+}
+
+/// A Config with `metadata` routing as `name` does.
+fn routing_config(metadata: Value, name: &str) -> Config {
+    serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": metadata, "spec": routing(name),
+    }))
+    .unwrap()
+}
+
 /// a `status` sent with the create is dropped.
 #[tokio::test]
 async fn a_claim_written_between_the_record_and_the_metadata_moves_nothing() {
-    let mut h = Harness::start_with("atk-window", DRIFT).await;
-    h.stop_operator().await;
+    let h = without_operator("atk-window").await;
     let configs = h.env.api::<Config>();
     // A create carrying a record: the apiserver drops it.
-    let mut preset: Config = serde_json::from_value(json!({
-        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
-        "metadata": {"name": "preset"}, "spec": routing("preset"),
-    }))
-    .unwrap();
+    let mut preset = routing_config(json!({"name": "preset"}), "preset");
     preset.status = Some(aigw::resources::config::ConfigStatus {
         managed: aigw::resources::managed_status::ManagedStatus {
             installation: Some("inst-b".into()),
@@ -129,15 +140,12 @@ async fn a_claim_written_between_the_record_and_the_metadata_moves_nothing() {
 /// finalizer or a claim, and the object goes once the foreign finalizer does.
 #[tokio::test]
 async fn an_object_deleted_between_the_record_and_the_metadata_is_not_held() {
-    let mut h = Harness::start_with("atk-deleted", DRIFT).await;
-    h.stop_operator().await;
+    let h = without_operator("atk-deleted").await;
     let configs = h.env.api::<Config>();
-    let held: Config = serde_json::from_value(json!({
-        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
-        "metadata": {"name": "going", "finalizers": ["test.aigw.io/hold"]},
-        "spec": routing("going"),
-    }))
-    .unwrap();
+    let held = routing_config(
+        json!({"name": "going", "finalizers": ["test.aigw.io/hold"]}),
+        "going",
+    );
     support::create(&configs, &held).await;
     record(&configs, "going", "inst-a").await;
     configs
@@ -155,16 +163,8 @@ async fn an_object_deleted_between_the_record_and_the_metadata_is_not_held() {
     assert_eq!((copies(&a).await, copies(&b).await), (0, 0));
     assert_eq!((a.remote_writes().await, b.remote_writes().await), (0, 0));
     support::merge_patch(&configs, "going", json!({"metadata": {"finalizers": null}})).await;
-    let gone = support::wait_until(WAIT, || async {
-        configs
-            .get_opt("going")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the object stayed");
+    let gone = support::gone_within(&configs, "going", WAIT).await;
+    assert!(gone, "the object stayed");
     drop((a, b));
     h.stop().await;
 }
@@ -175,8 +175,7 @@ async fn an_object_deleted_between_the_record_and_the_metadata_is_not_held() {
 /// exists once remotely.
 #[tokio::test]
 async fn racing_installations_take_each_new_object_once_and_annotate_it_as_recorded() {
-    let mut h = Harness::start_with("atk-race", DRIFT).await;
-    h.stop_operator().await;
+    let h = without_operator("atk-race").await;
     let (a, b) = two(&h).await;
     let mut names = Vec::new();
     for i in 0..4 {
@@ -188,12 +187,10 @@ async fn racing_installations_take_each_new_object_once_and_annotate_it_as_recor
         create::<Config>(&h.env, &observed, spec).await;
         names.extend([full, observed]);
     }
-    let paused: Config = serde_json::from_value(json!({
-        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
-        "metadata": {"name": "paused", "annotations": {"aigw.io/paused": "true"}},
-        "spec": routing("paused"),
-    }))
-    .unwrap();
+    let paused = routing_config(
+        json!({"name": "paused", "annotations": {"aigw.io/paused": "true"}}),
+        "paused",
+    );
     let configs = h.env.api::<Config>();
     support::create(&configs, &paused).await;
     names.push("paused".into());
@@ -311,33 +308,22 @@ async fn a_crashed_shards_member_lease_holds_a_leader_without_shards_back_for_on
 /// finalizer no installation holds; of two, only one writes about it.
 #[tokio::test]
 async fn a_deleted_object_from_before_claims_is_not_held_by_the_shared_finalizer() {
-    let mut h = Harness::start_with("atk-legacy", DRIFT).await;
-    h.stop_operator().await;
+    let h = without_operator("atk-legacy").await;
     let configs = h.env.api::<Config>();
-    let old: Config = serde_json::from_value(json!({
-        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
-        "metadata": {"name": "old", "finalizers": ["aigw.io/finalizer"]},
-        "spec": routing("old"),
-    }))
-    .unwrap();
+    let old = routing_config(
+        json!({"name": "old", "finalizers": ["aigw.io/finalizer"]}),
+        "old",
+    );
     support::create(&configs, &old).await;
     configs
         .delete("old", &DeleteParams::default())
         .await
         .unwrap();
     let (a, b) = two(&h).await;
-    let gone = support::wait_until(Duration::from_secs(30), || async {
-        configs
-            .get_opt("old")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    let gone = support::gone_within(&configs, "old", Duration::from_secs(30)).await;
     let left = configs.get_opt("old").await.unwrap();
     assert!(
-        gone.is_some(),
+        gone,
         "the deletion waits on the shared finalizer: {:?}",
         left.map(|c| c.metadata)
     );

@@ -163,6 +163,36 @@ impl Field {
             .unwrap_or_else(|| panic!("no member Lease held by {holder}"))
     }
 
+    /// [`Self::edit_all`] to `n`, then every Config Ready with it.
+    async fn edit_all_until_ready(&self, n: usize) {
+        self.edit_all(n).await;
+        self.all_ready().await;
+    }
+
+    /// Replicas `a` and `b`, once they share the namespaces between them.
+    async fn settled_pair(&self) -> (Operator, Operator) {
+        let (a, b) = (self.start("a"), self.start("b"));
+        settled(&[&a, &b], 2.0).await;
+        (a, b)
+    }
+
+    /// The writes `replica` made since the first `mark` writes.
+    async fn writes_by_since(&self, replica: &Operator, mark: usize) -> Vec<Value> {
+        let writes = self.writes().await;
+        writes[mark..]
+            .iter()
+            .filter(|w| w["writer"] == replica.name.as_str())
+            .cloned()
+            .collect()
+    }
+
+    /// [`Self::assert_no_overlap`] of `edits`, then stops the `replicas` and cleans up.
+    async fn finish(self, edits: u64, replicas: impl Sized) {
+        self.assert_no_overlap(edits).await;
+        drop(replicas);
+        self.cleanup().await;
+    }
+
     async fn cleanup(self) {
         for namespace in &self.namespaces[1..] {
             let _ = Api::<Namespace>::all(self.env.client.clone())
@@ -212,6 +242,15 @@ async fn set_faults(emu: &aigw::emulator::Running, faults: Value) {
 
 /// A member Lease deleted by hand (`kubectl delete lease`) while its holder runs: the others
 /// must not take the holder's share before it stops acting on it (it recreates the Lease at its
+/// At `most` Configs acted on at once, no Config was acted on twice; else a panic saying `who`
+/// did it, and `when`.
+fn assert_each_once(most: f64, (who, when): (&str, &str)) {
+    assert!(
+        most <= NAMESPACES as f64,
+        "{who} acted on {most} of {NAMESPACES} Configs{when}"
+    );
+}
+
 /// next renewal and acts on).
 #[tokio::test]
 async fn a_member_lease_deleted_by_hand_does_not_hand_its_share_over_while_its_holder_acts() {
@@ -254,13 +293,8 @@ async fn a_member_lease_deleted_by_hand_does_not_hand_its_share_over_while_its_h
     println!("a's Lease deleted 3 times: at most {most} Configs acted on at once");
     set_faults(&field.emu, json!({})).await;
     field.all_ready().await;
-    assert!(
-        most <= NAMESPACES as f64,
-        "a and b acted on {most} of {NAMESPACES} Configs at once after a's Lease was deleted"
-    );
-    field.assert_no_overlap(3).await;
-    drop((a, b));
-    field.cleanup().await;
+    assert_each_once(most, ("a and b", " at once after a's Lease was deleted"));
+    field.finish(3, (a, b)).await;
 }
 
 /// Two processes with one identity (`POD_NAME`): they would hold one Lease and act on one share
@@ -287,13 +321,8 @@ async fn two_processes_with_one_identity_do_not_both_act() {
         "two processes as {}: at most {most} Configs acted on at once",
         a.name
     );
-    assert!(
-        most <= NAMESPACES as f64,
-        "two processes with one identity acted on {most} of {NAMESPACES} Configs"
-    );
-    field.assert_no_overlap(1).await;
-    drop((a, twin));
-    field.cleanup().await;
+    assert_each_once(most, ("two processes with one identity", ""));
+    field.finish(1, (a, twin)).await;
 }
 
 /// A replica SIGSTOPped past its lease, its share taken and edited by another, then SIGCONTed:
@@ -301,16 +330,13 @@ async fn two_processes_with_one_identity_do_not_both_act() {
 #[tokio::test]
 async fn a_paused_replica_resumed_after_its_share_moved_sends_nothing_and_exits() {
     let field = Field::new("atk-stop").await;
-    let mut a = field.start("a");
-    let b = field.start("b");
-    settled(&[&a, &b], 2.0).await;
+    let (mut a, b) = field.settled_pair().await;
     field.create_all().await;
     assert!(acting_on(&a).await > 0.0, "a acts on no Config");
 
     a.signal("-STOP");
     settled(&[&b], 1.0).await;
-    field.edit_all(1).await;
-    field.all_ready().await;
+    field.edit_all_until_ready(1).await;
     let mark = field.writes().await.len();
     // Edits a's watches deliver when it resumes: work it must not do.
     field.edit_all(2).await;
@@ -318,15 +344,9 @@ async fn a_paused_replica_resumed_after_its_share_moved_sends_nothing_and_exits(
     let code = a.exit_code(Duration::from_secs(30)).await;
     assert_ne!(code, Some(0), "a resumed replica must exit non-zero");
     field.all_ready().await;
-    let late: Vec<Value> = field.writes().await[mark..]
-        .iter()
-        .filter(|w| w["writer"] == a.name.as_str())
-        .cloned()
-        .collect();
+    let late = field.writes_by_since(&a, mark).await;
     assert!(late.is_empty(), "a wrote after it resumed: {late:?}");
-    field.assert_no_overlap(2).await;
-    drop((a, b));
-    field.cleanup().await;
+    field.finish(2, (a, b)).await;
 }
 
 /// A TCP proxy to `upstream` that [`Cut::cut`] closes: every connection, and no new one.
@@ -404,15 +424,9 @@ async fn a_replica_cut_from_the_apiserver_stops_before_its_share_moves() {
         "b took a's share: every Config Ready after {:.1} s",
         cut.elapsed().as_secs_f64()
     );
-    let late: Vec<Value> = field.writes().await[mark..]
-        .iter()
-        .filter(|w| w["writer"] == a.name.as_str())
-        .cloned()
-        .collect();
+    let late = field.writes_by_since(&a, mark).await;
     assert!(late.is_empty(), "a wrote after it was cut: {late:?}");
-    field.assert_no_overlap(1).await;
-    drop((a, b));
-    field.cleanup().await;
+    field.finish(1, (a, b)).await;
 }
 
 /// A member Lease written by hand with a renewTime a century ahead (a node's clock far off):
@@ -422,9 +436,7 @@ async fn a_replica_cut_from_the_apiserver_stops_before_its_share_moves() {
 #[tokio::test]
 async fn lease_renew_times_far_off_change_nothing() {
     let field = Field::new("atk-skew").await;
-    let a = field.start("a");
-    let b = field.start("b");
-    settled(&[&a, &b], 2.0).await;
+    let (a, b) = field.settled_pair().await;
     field.create_all().await;
 
     let group = field.lease_of(&a.name).await.metadata.labels.unwrap()[GROUP_LABEL].clone();
@@ -455,9 +467,7 @@ async fn lease_renew_times_far_off_change_nothing() {
         "the ghost counted for too long"
     );
     field.all_ready().await;
-    field.assert_no_overlap(1).await;
-    drop((a, b));
-    field.cleanup().await;
+    field.finish(1, (a, b)).await;
 }
 
 /// A Secret a Config references is labelled for the values cache by the replica that acts on
@@ -469,9 +479,7 @@ async fn a_sharded_replica_labels_the_secrets_of_its_share() {
     use k8s_openapi::api::core::v1::Secret;
 
     let field = Field::new("atk-sec").await;
-    let a = field.start("a");
-    let b = field.start("b");
-    settled(&[&a, &b], 2.0).await;
+    let (a, b) = field.settled_pair().await;
     for namespace in &field.namespaces {
         let secret: Secret = serde_json::from_value(json!({
             "metadata": {"name": "db"}, "stringData": {"password": "s3cret-value-7f2a"}
@@ -507,9 +515,7 @@ async fn a_sharded_replica_labels_the_secrets_of_its_share() {
             "{namespace}/db was not labelled by the replica that acts on its Config"
         );
     }
-    field.assert_no_overlap(0).await;
-    drop((a, b));
-    field.cleanup().await;
+    field.finish(0, (a, b)).await;
 }
 
 /// `helm upgrade --set sharding.enabled=true` rolls the Deployment (RollingUpdate, maxSurge 1):
@@ -561,11 +567,8 @@ async fn a_shard_acts_on_nothing_while_a_leader_without_shards_holds_the_leader_
         "the old leader SIGTERMed: the shard acts on all after {:.1} s",
         stopped.elapsed().as_secs_f64()
     );
-    field.edit_all(2).await;
-    field.all_ready().await;
-    field.assert_no_overlap(2).await;
-    drop((old, new));
-    field.cleanup().await;
+    field.edit_all_until_ready(2).await;
+    field.finish(2, (old, new)).await;
 }
 
 /// Turning sharding off by a rolling update: a replica without `--shards` (under the chart's
@@ -599,8 +602,7 @@ async fn a_leader_without_shards_acts_on_nothing_while_shards_hold_live_leases()
     );
     let answering = wait_until(WITHIN, || async { leader.readyz().await }).await;
     assert!(answering.is_some(), "the new leader never answered /readyz");
-    field.edit_all(1).await;
-    field.all_ready().await;
+    field.edit_all_until_ready(1).await;
     // Several of its retry periods beside live shards.
     tokio::time::sleep(Duration::from_secs(6)).await;
     let role = leader.readyz().await.map(|(_, role)| role);
@@ -635,13 +637,10 @@ async fn a_leader_without_shards_acts_on_nothing_while_shards_hold_live_leases()
         "the shards SIGTERMed: the new leader leads after {:.1} s",
         stopped.elapsed().as_secs_f64()
     );
-    field.edit_all(2).await;
-    field.all_ready().await;
+    field.edit_all_until_ready(2).await;
     assert!(
         by_leader(&field.writes().await) > 0,
         "the new leader wrote the second edit"
     );
-    field.assert_no_overlap(2).await;
-    drop((shards, leader));
-    field.cleanup().await;
+    field.finish(2, (shards, leader)).await;
 }

@@ -187,7 +187,6 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
     h.reset_stats().await;
     h.env.delete::<Secret>("provider-keys").await;
     let message = h
-        .env
         .condition_message::<Config>("routing", WAIT, ("Ready", "SecretNotFound"))
         .await;
     assert!(message.contains("provider-keys"), "{message}");

@@ -81,6 +81,34 @@ async fn setup_in(
     keys
 }
 
+/// A harness with [`setup`]'s Configs and keys.
+async fn with_keys(prefix: &str) -> (Harness, Vec<(String, String)>) {
+    let h = Harness::start(prefix).await;
+    let keys = setup(&h).await;
+    (h, keys)
+}
+
+/// [`with_keys`], and the rollout `name` with `steps` started over the keys.
+async fn rolling(prefix: &str, name: &str, steps: Value) -> (Harness, Vec<(String, String)>) {
+    let (h, keys) = with_keys(prefix).await;
+    start_rollout(&h, name, steps).await;
+    (h, keys)
+}
+
+/// Three steps of 2 s each: 25 %, 50 % and all of the keys.
+fn three_steps() -> Value {
+    steps(&[(25, "2s"), (50, "2s"), (100, "2s")])
+}
+
+/// A rollout's `steps`, each `(weight, pause)`.
+fn steps(steps: &[(u32, &str)]) -> Value {
+    let steps: Vec<Value> = steps
+        .iter()
+        .map(|(weight, pause)| json!({"weight": weight, "pause": pause}))
+        .collect();
+    json!(steps)
+}
+
 fn rollout_spec(steps: Value) -> Value {
     json!({
         "stableConfigRef": {"name": "stable"},
@@ -163,11 +191,87 @@ async fn rollout(h: &Harness, name: &str, done: impl Fn(&ConfigRollout) -> bool)
     h.wait_for::<ConfigRollout>(name, WAIT, done).await
 }
 
-/// Creates the rollout `name` of the stable and candidate configs with `steps`; once its
-/// first step has started.
-async fn start_rollout(h: &Harness, name: &str, steps: Value) -> ConfigRollout {
+/// Creates the rollout `name` of the stable and candidate configs with `steps`.
+async fn create_rollout(h: &Harness, name: &str, steps: Value) {
     create::<ConfigRollout>(&h.env, name, rollout_spec(steps)).await;
+}
+
+/// [`create_rollout`]; the rollout once its first step has started.
+async fn start_rollout(h: &Harness, name: &str, steps: Value) -> ConfigRollout {
+    create_rollout(h, name, steps).await;
     rollout(h, name, |r| status(r).step_started_at.is_some()).await
+}
+
+/// The status of `done`, a rollout completed after proceeding through its three steps, and its
+/// decisions.
+fn completed_in_three_steps(
+    done: &ConfigRollout,
+) -> (
+    aigw::resources::config_rollout::ConfigRolloutStatus,
+    Vec<Decision>,
+) {
+    let done_status = status(done);
+    assert_eq!(done_status.phase, Phase::Completed, "{done_status:#?}");
+    let decisions: Vec<Decision> = done_status.decisions.iter().map(|d| d.decision).collect();
+    assert_eq!(
+        decisions,
+        [Decision::Proceed, Decision::Proceed, Decision::Complete]
+    );
+    (done_status, decisions)
+}
+
+/// Creates the rollout `checkout` (two steps of 1 s, `analysis.maxWait` of `max_wait`); the
+/// message of its `Reconciling` condition once that says `reason`.
+async fn waiting_past(h: &Harness, max_wait: &str, reason: &str) -> String {
+    let mut spec = rollout_spec(steps(&[(50, "1s"), (100, "1s")]));
+    spec["analysis"]["maxWait"] = json!(max_wait);
+    create::<ConfigRollout>(&h.env, "checkout", spec).await;
+    let waiting = rollout(h, "checkout", |r| has(r, "Reconciling", "True", reason)).await;
+    let (_, _, message) = condition(&waiting, "Reconciling").unwrap();
+    message
+}
+
+/// Sleeps `for_`, then reads the rollout `checkout`, still progressing.
+async fn progressing_after(h: &Harness, for_: Duration) -> ConfigRollout {
+    tokio::time::sleep(for_).await;
+    let r = h.env.api::<ConfigRollout>().get("checkout").await.unwrap();
+    assert_eq!(
+        status(&r).phase,
+        Phase::Progressing,
+        "{:?}",
+        status(&r).decisions.last()
+    );
+    r
+}
+
+/// Merge-patches `annotations` onto the object `name` of kind `K`.
+async fn annotate_object<K: support::NamespacedKind>(h: &Harness, name: &str, annotations: Value) {
+    let patch = json!({"metadata": {"annotations": annotations}});
+    support::merge_patch(&h.env.api::<K>(), name, patch).await;
+}
+
+/// `r` is recorded and claimed by the installation `aigw`.
+fn assert_claimed_by_aigw(r: &ConfigRollout) {
+    assert_eq!(status(r).installation.as_deref(), Some("aigw"));
+    assert_eq!(
+        r.annotations()
+            .get("aigw.io/installation")
+            .map(String::as_str),
+        Some("aigw")
+    );
+}
+
+/// Waits up to `within` until every key's requests use the remote config `config`.
+async fn all_on(
+    h: &Harness,
+    keys: &[(String, String)],
+    config: &str,
+    within: Duration,
+) -> Option<()> {
+    support::wait_until(within, || async {
+        (remote_configs(h, keys).await == vec![config; 4]).then_some(())
+    })
+    .await
 }
 
 /// The remote config each key's requests use now.
@@ -200,16 +304,13 @@ async fn config_writes(h: &Harness, id: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_healthy_candidate_completes_every_step() {
-    let h = Harness::start("rollout-ok").await;
-    let keys = setup(&h).await;
+    let (h, keys) = with_keys("rollout-ok").await;
     h.faults(json!({"gateway_seed": 3, "providers": {
         "stable-openai": {"error_rate": 0.01, "status": 502, "latency_ms": 2},
         "candidate-openai": {"latency_ms": 2}}}))
         .await;
     let traffic = Traffic::start(&h).await;
-    let steps = json!([{"weight": 25, "pause": "2s"}, {"weight": 50, "pause": "2s"},
-                       {"weight": 100, "pause": "2s"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    create_rollout(&h, "checkout", three_steps()).await;
 
     let done = h
         .wait_for::<ConfigRollout>("checkout", Duration::from_secs(90), |r| {
@@ -217,13 +318,7 @@ async fn a_healthy_candidate_completes_every_step() {
         })
         .await;
     let sent = traffic.stop().await;
-    let done_status = status(&done);
-    assert_eq!(done_status.phase, Phase::Completed, "{done_status:#?}");
-    let decisions: Vec<Decision> = done_status.decisions.iter().map(|d| d.decision).collect();
-    assert_eq!(
-        decisions,
-        [Decision::Proceed, Decision::Proceed, Decision::Complete]
-    );
+    let (done_status, decisions) = completed_in_three_steps(&done);
     let analysis = done_status.analysis.expect("the last analysis");
     assert!(analysis.candidate.requests >= 20, "{analysis:?}");
     assert_eq!(analysis.candidate.keys, 4);
@@ -247,27 +342,19 @@ async fn a_healthy_candidate_completes_every_step() {
 
     // Deleting the rollout returns every key to its own defaults (the stable Config).
     h.env.delete::<ConfigRollout>("checkout").await;
-    let back = support::wait_until(WAIT, || async {
-        (remote_configs(&h, &keys).await == vec![stable.clone(); 4]).then_some(())
-    })
-    .await;
+    let back = all_on(&h, &keys, &stable, WAIT).await;
     assert!(back.is_some(), "a deleted rollout returns its keys");
     h.stop().await;
 }
 
 #[tokio::test]
 async fn a_failing_candidate_is_rolled_back_at_the_first_step() {
-    let h = Harness::start("rollout-bad").await;
-    let keys = setup(&h).await;
+    let (h, keys) = with_keys("rollout-bad").await;
     h.faults(json!({"gateway_seed": 5, "providers": {
         "candidate-openai": {"error_rate": 0.3, "status": 503}}}))
         .await;
     let traffic = Traffic::start(&h).await;
-    let steps = json!([{"weight": 25, "pause": "2s"}, {"weight": 50, "pause": "2s"},
-                       {"weight": 100, "pause": "2s"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-
-    let moved = rollout(&h, "checkout", |r| status(r).step_started_at.is_some()).await;
+    let moved = start_rollout(&h, "checkout", three_steps()).await;
     let step_started = Instant::now();
     assert_eq!(status(&moved).moved_keys, ["key-a"]);
     let rolled_back = rollout(&h, "checkout", |r| status(r).phase != Phase::Progressing).await;
@@ -289,10 +376,7 @@ async fn a_failing_candidate_is_rolled_back_at_the_first_step() {
     // Every key back on the stable config, within one analysis window (pause 2s + window 4s).
     let stable = slug(&h, "stable").await;
     let candidate = slug(&h, "candidate").await;
-    let back = support::wait_until(Duration::from_secs(6), || async {
-        (remote_configs(&h, &keys).await == vec![stable.clone(); 4]).then_some(())
-    })
-    .await;
+    let back = all_on(&h, &keys, &stable, Duration::from_secs(6)).await;
     let sent = traffic.stop().await;
     assert!(back.is_some(), "every key is back on the stable config");
     let settled = rollout(&h, "checkout", |r| {
@@ -337,8 +421,7 @@ async fn a_failing_candidate_is_rolled_back_at_the_first_step() {
 async fn a_rollout_is_refused_what_it_cannot_do() {
     let h = Harness::start("rollout-refused").await;
     let api = h.env.api::<ConfigRollout>();
-    let shrinking = json!([{"weight": 50, "pause": "1s"}, {"weight": 10, "pause": "1s"},
-                           {"weight": 100, "pause": "1s"}]);
+    let shrinking = steps(&[(50, "1s"), (10, "1s"), (100, "1s")]);
     let object: ConfigRollout =
         support::objects::object("ConfigRollout", "shrinks", rollout_spec(shrinking));
     let error = api.create(&Default::default(), &object).await.unwrap_err();
@@ -346,18 +429,18 @@ async fn a_rollout_is_refused_what_it_cannot_do() {
         error.to_string().contains("weights must only grow"),
         "{error}"
     );
-    let mut unfinished = rollout_spec(json!([{"weight": 50, "pause": "1s"}]));
+    let mut unfinished = rollout_spec(steps(&[(50, "1s")]));
     let object: ConfigRollout =
         support::objects::object("ConfigRollout", "half", unfinished.clone());
     let error = api.create(&Default::default(), &object).await.unwrap_err();
     assert!(error.to_string().contains("must be 100"), "{error}");
     unfinished["apiKeySelector"] = json!({});
-    unfinished["steps"] = json!([{"weight": 100, "pause": "1s"}]);
+    unfinished["steps"] = steps(&[(100, "1s")]);
     let object: ConfigRollout = support::objects::object("ConfigRollout", "all", unfinished);
     let error = api.create(&Default::default(), &object).await.unwrap_err();
     assert!(error.to_string().contains("must not be empty"), "{error}");
 
-    let mut elsewhere = rollout_spec(json!([{"weight": 100, "pause": "1s"}]));
+    let mut elsewhere = rollout_spec(steps(&[(100, "1s")]));
     elsewhere["candidateConfigRef"] = json!({"name": "candidate", "namespace": "kube-system"});
     create::<ConfigRollout>(&h.env, "elsewhere", elsewhere).await;
     let refused = rollout(&h, "elsewhere", |r| {
@@ -394,10 +477,12 @@ async fn aigw_rollout(h: &Harness, args: &[&str]) -> String {
 /// completes it with every key on the candidate.
 #[tokio::test]
 async fn abort_and_promote_through_the_cli() {
-    let h = Harness::start("rollout-cli").await;
-    let keys = setup(&h).await;
-    let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
-    start_rollout(&h, "checkout", steps).await;
+    let (h, keys) = rolling(
+        "rollout-cli",
+        "checkout",
+        steps(&[(50, "10m"), (100, "10m")]),
+    )
+    .await;
     let text = aigw_rollout(&h, &["status", "checkout"]).await;
     assert!(text.contains("Progressing, step 0 of 2 (50%)"), "{text}");
     assert!(
@@ -472,9 +557,7 @@ async fn a_restarted_operator_resumes_without_moving_a_key_twice() {
     let mut h = Harness::start("rollout-resume").await;
     let keys = setup(&h).await;
     let traffic = Traffic::start(&h).await;
-    let steps = json!([{"weight": 25, "pause": "2s"}, {"weight": 50, "pause": "2s"},
-                       {"weight": 100, "pause": "2s"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    create_rollout(&h, "checkout", three_steps()).await;
     for step in [0, 1, 2] {
         rollout(&h, "checkout", |r| status(r).current_step == Some(step)).await;
         h.stop_operator().await;
@@ -515,17 +598,13 @@ async fn a_restarted_operator_resumes_without_moving_a_key_twice() {
 /// first's candidate deleted mid-rollout rolls it back, every key back on the stable config.
 #[tokio::test]
 async fn a_second_rollout_over_the_same_keys_is_refused_and_a_deleted_candidate_rolls_back() {
-    let h = Harness::start("rollout-two").await;
-    let keys = setup(&h).await;
-    let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
-    start_rollout(&h, "first", steps).await;
+    let (h, keys) = rolling("rollout-two", "first", steps(&[(50, "10m"), (100, "10m")])).await;
     let stable = slug(&h, "stable").await;
     let candidate = slug(&h, "candidate").await;
     let split = [candidate.as_str(), &candidate, &stable, &stable];
     assert_eq!(remote_configs(&h, &keys).await, split);
 
-    let steps = json!([{"weight": 100, "pause": "1s"}]);
-    create::<ConfigRollout>(&h.env, "second", rollout_spec(steps)).await;
+    create_rollout(&h, "second", steps(&[(100, "1s")])).await;
     let refused = rollout(&h, "second", |r| has(r, "Stalled", "True", "InvalidSpec")).await;
     let (_, _, message) = condition(&refused, "Stalled").unwrap();
     assert!(message.contains("is in ConfigRollout first"), "{message}");
@@ -558,8 +637,7 @@ async fn a_candidate_outside_the_grant_moves_no_key() {
         .wait_for::<Config>("candidate", WAIT, |c| c.is_true("Stalled"))
         .await;
     assert!(refused.status.unwrap().slug.is_none());
-    let steps = json!([{"weight": 100, "pause": "1s"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    create_rollout(&h, "checkout", steps(&[(100, "1s")])).await;
     let waiting = rollout(&h, "checkout", |r| {
         has(r, "Reconciling", "True", "ConfigNotReady")
     })
@@ -586,17 +664,8 @@ async fn a_candidate_outside_the_grant_moves_no_key() {
 /// Too little traffic past `analysis.maxWait` rolls back, saying so.
 #[tokio::test]
 async fn no_traffic_past_max_wait_rolls_back() {
-    let h = Harness::start("rollout-quiet").await;
-    let keys = setup(&h).await;
-    let mut spec =
-        rollout_spec(json!([{"weight": 50, "pause": "1s"}, {"weight": 100, "pause": "1s"}]));
-    spec["analysis"]["maxWait"] = json!("3s");
-    create::<ConfigRollout>(&h.env, "checkout", spec).await;
-    let waiting = rollout(&h, "checkout", |r| {
-        has(r, "Reconciling", "True", "WaitingForTraffic")
-    })
-    .await;
-    let (_, _, message) = condition(&waiting, "Reconciling").unwrap();
+    let (h, keys) = with_keys("rollout-quiet").await;
+    let message = waiting_past(&h, "3s", "WaitingForTraffic").await;
     assert!(
         message.contains("0 candidate requests of the 20 needed"),
         "{message}"
@@ -611,10 +680,7 @@ async fn no_traffic_past_max_wait_rolls_back() {
         decision.message
     );
     let stable = slug(&h, "stable").await;
-    let back = support::wait_until(WAIT, || async {
-        (remote_configs(&h, &keys).await == vec![stable.clone(); 4]).then_some(())
-    })
-    .await;
+    let back = all_on(&h, &keys, &stable, WAIT).await;
     assert!(back.is_some(), "every key is back on the stable config");
     h.stop().await;
 }
@@ -646,15 +712,7 @@ async fn delete_config_and_see_the_rollback(
 }
 
 async fn annotate(h: &Harness, key: &str, annotations: Value) {
-    h.env
-        .api::<ApiKey>()
-        .patch(
-            key,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
-        )
-        .await
-        .unwrap();
+    annotate_object::<ApiKey>(h, key, annotations).await;
 }
 
 /// A rollout is claimed like every other kind (annotation, then `status.installation`): a second
@@ -662,23 +720,13 @@ async fn annotate(h: &Harness, key: &str, annotations: Value) {
 #[tokio::test]
 async fn a_second_installation_leaves_a_claimed_rollout_alone() {
     use support::harness::CLUSTER_LABEL;
-    let h = Harness::start("roll-inst").await;
-    let keys = setup(&h).await;
-    let steps = json!([{"weight": 25, "pause": "120s"}, {"weight": 100, "pause": "2s"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    let started = rollout(&h, "checkout", |r| status(r).step_started_at.is_some()).await;
+    let (h, keys) = with_keys("roll-inst").await;
+    let started = start_rollout(&h, "checkout", steps(&[(25, "120s"), (100, "2s")])).await;
     let ns = h.env.namespace.clone();
     let b = h
         .installation("inst-b", &format!("{CLUSTER_LABEL}={ns}"))
         .await;
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let r = h.env.api::<ConfigRollout>().get("checkout").await.unwrap();
-    assert_eq!(
-        status(&r).phase,
-        Phase::Progressing,
-        "{:?}",
-        status(&r).decisions.last()
-    );
+    let r = progressing_after(&h, Duration::from_secs(10)).await;
     assert_eq!(status(&r).moved_keys, ["key-a"]);
     assert_eq!(
         b.writes_to("configrollouts", "checkout"),
@@ -691,14 +739,7 @@ async fn a_second_installation_leaves_a_claimed_rollout_alone() {
         candidate,
         "key-a stays on the candidate"
     );
-    assert_eq!(status(&started).installation.as_deref(), Some("aigw"));
-    assert_eq!(
-        started
-            .annotations()
-            .get("aigw.io/installation")
-            .map(String::as_str),
-        Some("aigw")
-    );
+    assert_claimed_by_aigw(&started);
     drop(b);
     h.stop().await;
 }
@@ -707,43 +748,20 @@ async fn a_second_installation_leaves_a_claimed_rollout_alone() {
 /// (`ClaimChanged`), and its deletion still returns the keys and goes.
 #[tokio::test]
 async fn a_rewritten_rollout_claim_stalls_it_and_does_not_hold_its_deletion() {
-    let h = Harness::start("roll-clm").await;
-    let keys = setup(&h).await;
-    let steps = json!([{"weight": 25, "pause": "60s"}, {"weight": 100, "pause": "2s"}]);
-    start_rollout(&h, "checkout", steps).await;
-    h.env
-        .api::<ConfigRollout>()
-        .patch(
-            "checkout",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"aigw.io/installation": "nobody"}}})),
-        )
-        .await
-        .unwrap();
+    let (h, keys) = rolling("roll-clm", "checkout", steps(&[(25, "60s"), (100, "2s")])).await;
+    annotate_object::<ConfigRollout>(&h, "checkout", json!({"aigw.io/installation": "nobody"}))
+        .await;
     let stalled = rollout(&h, "checkout", |r| {
         has(r, "Stalled", "True", "ClaimChanged")
     })
     .await;
     assert_eq!(status(&stalled).installation.as_deref(), Some("aigw"));
     h.env.delete::<ConfigRollout>("checkout").await;
-    let gone = support::wait_until(WAIT, || async {
-        let r = h
-            .env
-            .api::<ConfigRollout>()
-            .get_opt("checkout")
-            .await
-            .unwrap();
-        r.is_none().then_some(())
-    })
-    .await;
-    let left = h
-        .env
-        .api::<ConfigRollout>()
-        .get_opt("checkout")
-        .await
-        .unwrap();
+    let rollouts = h.env.api::<ConfigRollout>();
+    let gone = support::gone_within(&rollouts, "checkout", WAIT).await;
+    let left = rollouts.get_opt("checkout").await.unwrap();
     assert!(
-        gone.is_some(),
+        gone,
         "the deletion hangs on finalizers {:?}",
         left.map(|r| r.finalizers().to_vec())
     );
@@ -766,8 +784,7 @@ async fn a_rewritten_rollout_claim_stalls_it_and_does_not_hold_its_deletion() {
 #[tokio::test]
 async fn promote_does_not_skip_a_refused_key() {
     use support::harness::CLUSTER_LABEL;
-    let h = Harness::start("roll-pro").await;
-    let keys = setup(&h).await;
+    let (h, keys) = with_keys("roll-pro").await;
     let ns = h.env.namespace.clone();
     let b = h
         .installation("inst-b", &format!("{CLUSTER_LABEL}={ns}"))
@@ -791,31 +808,14 @@ async fn promote_does_not_skip_a_refused_key() {
     })
     .await;
     assert_eq!(recorded.as_deref(), Some("inst-b"));
-    let steps = json!([{"weight": 25, "pause": "120s"}, {"weight": 100, "pause": "2s"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    create_rollout(&h, "checkout", steps(&[(25, "120s"), (100, "2s")])).await;
     rollout(&h, "checkout", |r| {
         says(r, "Stalled", "True", "belongs to another installation")
     })
     .await;
-    h.env
-        .api::<ConfigRollout>()
-        .patch(
-            "checkout",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {"aigw.io/rollout-action": "promote"}}}),
-            ),
-        )
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    let r = h.env.api::<ConfigRollout>().get("checkout").await.unwrap();
-    assert_eq!(
-        status(&r).phase,
-        Phase::Progressing,
-        "{:?}",
-        status(&r).decisions.last()
-    );
+    annotate_object::<ConfigRollout>(&h, "checkout", json!({"aigw.io/rollout-action": "promote"}))
+        .await;
+    let r = progressing_after(&h, Duration::from_secs(8)).await;
     assert!(
         status(&r).moved_keys.is_empty(),
         "{:?}",
@@ -839,8 +839,7 @@ async fn promote_does_not_skip_a_refused_key() {
 #[tokio::test]
 async fn the_configs_of_a_rollout_cannot_change() {
     let h = Harness::start("roll-imm").await;
-    let steps = json!([{"weight": 25, "pause": "20s"}, {"weight": 100, "pause": "2s"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    create_rollout(&h, "checkout", steps(&[(25, "20s"), (100, "2s")])).await;
     for field in ["candidateConfigRef", "stableConfigRef"] {
         let refused = h
             .env
@@ -866,10 +865,7 @@ async fn the_configs_of_a_rollout_cannot_change() {
 /// does not say every key is back while one is on the candidate.
 #[tokio::test]
 async fn a_retagged_moved_key_is_returned_by_the_rollback() {
-    let h = Harness::start("roll-tag").await;
-    let keys = setup(&h).await;
-    let steps = json!([{"weight": 25, "pause": "60s"}, {"weight": 100, "pause": "2s"}]);
-    start_rollout(&h, "checkout", steps).await;
+    let (h, keys) = rolling("roll-tag", "checkout", steps(&[(25, "60s"), (100, "2s")])).await;
     annotate(&h, "key-a", json!({"aigw.io/rollout": "ghost"})).await;
     let done = rollout(&h, "checkout", |r| {
         says(r, "Stalled", "True", "every moved key is back")
@@ -887,22 +883,22 @@ async fn a_retagged_moved_key_is_returned_by_the_rollback() {
     h.stop().await;
 }
 
+/// Puts `key` on the candidate by hand, naming `rollout`, and gives the operator 8 s.
+async fn hand_annotate(h: &Harness, key: &str, rollout: &str) {
+    let annotations = json!({"aigw.io/rollout-config": "candidate", "aigw.io/rollout": rollout});
+    annotate(h, key, annotations).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+}
+
 /// `aigw.io/rollout-config` is honoured only while `aigw.io/rollout` names a ConfigRollout of
 /// the namespace that moved the key: written by hand (naming no rollout, or one that never
 /// moved the key), it moves nothing.
 #[tokio::test]
 async fn a_hand_written_rollout_annotation_moves_no_key() {
-    let h = Harness::start("roll-hand").await;
-    let keys = setup(&h).await;
+    let (h, keys) = with_keys("roll-hand").await;
     let (stable, candidate) = (slug(&h, "stable").await, slug(&h, "candidate").await);
     // Naming no rollout.
-    annotate(
-        &h,
-        "key-b",
-        json!({"aigw.io/rollout-config": "candidate", "aigw.io/rollout": "ghost"}),
-    )
-    .await;
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    hand_annotate(&h, "key-b", "ghost").await;
     assert_eq!(remote_configs(&h, &keys).await, vec![stable.clone(); 4]);
     let b = h.env.api::<ApiKey>().get("key-b").await.unwrap();
     assert_eq!(b.status.unwrap().config_override, None);
@@ -913,15 +909,8 @@ async fn a_hand_written_rollout_annotation_moves_no_key() {
     )
     .await;
     // Naming a rollout that never moved the key.
-    let steps = json!([{"weight": 25, "pause": "60s"}, {"weight": 100, "pause": "2s"}]);
-    start_rollout(&h, "checkout", steps).await;
-    annotate(
-        &h,
-        "key-c",
-        json!({"aigw.io/rollout-config": "candidate", "aigw.io/rollout": "checkout"}),
-    )
-    .await;
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    start_rollout(&h, "checkout", steps(&[(25, "60s"), (100, "2s")])).await;
+    hand_annotate(&h, "key-c", "checkout").await;
     assert_eq!(
         remote_configs(&h, &keys).await,
         [candidate, stable.clone(), stable.clone(), stable],
@@ -936,11 +925,8 @@ async fn a_hand_written_rollout_annotation_moves_no_key() {
 /// step goes on, and is counted in neither cohort.
 #[tokio::test]
 async fn a_moved_key_leaving_the_selector_is_returned_and_not_counted() {
-    let h = Harness::start("roll-sel").await;
-    let keys = setup(&h).await;
-    let steps = json!([{"weight": 25, "pause": "3s"}, {"weight": 100, "pause": "2s"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    let moved = rollout(&h, "checkout", |r| status(r).step_started_at.is_some()).await;
+    let (h, keys) = with_keys("roll-sel").await;
+    let moved = start_rollout(&h, "checkout", steps(&[(25, "3s"), (100, "2s")])).await;
     assert_eq!(status(&moved).moved_keys, ["key-a"]);
     h.env
         .api::<ApiKey>()
@@ -1071,10 +1057,8 @@ async fn a_sigkilled_operator_process_resumes_at_each_step_boundary() {
     h.stop_operator().await;
     let dir = tempfile::tempdir().unwrap();
     let traffic = Traffic::start(&h).await;
-    let steps = json!([{"weight": 25, "pause": "2s"}, {"weight": 50, "pause": "2s"},
-                       {"weight": 100, "pause": "2s"}]);
     let mut operator = OperatorProcess::start(&h, dir.path(), 0);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    create_rollout(&h, "checkout", three_steps()).await;
     for step in [0u32, 1, 2] {
         let seen = poll_rollout(&h, |r| status(r).current_step == Some(step)).await;
         let exit = operator.kill();
@@ -1096,19 +1080,10 @@ async fn a_sigkilled_operator_process_resumes_at_each_step_boundary() {
     }
     let done = poll_rollout(&h, |r| status(r).phase != Phase::Progressing).await;
     let sent = traffic.stop().await;
-    let done_status = status(&done);
-    assert_eq!(done_status.phase, Phase::Completed, "{done_status:#?}");
-    let decisions: Vec<Decision> = done_status.decisions.iter().map(|d| d.decision).collect();
-    assert_eq!(
-        decisions,
-        [Decision::Proceed, Decision::Proceed, Decision::Complete]
-    );
+    let (_, decisions) = completed_in_three_steps(&done);
     let stable = slug(&h, "stable").await;
     let candidate = slug(&h, "candidate").await;
-    let moved = support::wait_until(WAIT, || async {
-        (remote_configs(&h, &keys).await == vec![candidate.clone(); 4]).then_some(())
-    })
-    .await;
+    let moved = all_on(&h, &keys, &candidate, WAIT).await;
     assert!(moved.is_some(), "every key is on the candidate");
     for (name, id) in &keys {
         let writes = config_writes(&h, id).await;
@@ -1137,7 +1112,7 @@ async fn a_sigkilled_operator_process_finishes_a_rollback() {
         .await;
     let dir = tempfile::tempdir().unwrap();
     let traffic = Traffic::start(&h).await;
-    let steps = json!([{"weight": 25, "pause": "2s"}, {"weight": 100, "pause": "2s"}]);
+    let steps = steps(&[(25, "2s"), (100, "2s")]);
     let operator = OperatorProcess::start(&h, dir.path(), 0);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
     let decided = poll_rollout(&h, |r| status(r).phase != Phase::Progressing).await;
@@ -1151,10 +1126,7 @@ async fn a_sigkilled_operator_process_finishes_a_rollback() {
     let operator = OperatorProcess::start(&h, dir.path(), 1);
     let stable = slug(&h, "stable").await;
     let candidate = slug(&h, "candidate").await;
-    let back = support::wait_until(WAIT, || async {
-        (remote_configs(&h, &keys).await == vec![stable.clone(); 4]).then_some(())
-    })
-    .await;
+    let back = all_on(&h, &keys, &stable, WAIT).await;
     traffic.stop().await;
     assert!(back.is_some(), "every key is back on the stable config");
     rollout(&h, "checkout", |r| {
@@ -1184,10 +1156,12 @@ async fn a_sigkilled_operator_process_finishes_a_rollback() {
 async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
     use support::objects::Conditions;
     const DELETE: &str = "DELETE /ai_gw/v2/configs/{slug}";
-    let h = Harness::start("roll-stable").await;
-    let keys = setup(&h).await;
-    let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
-    start_rollout(&h, "checkout", steps).await;
+    let (h, keys) = rolling(
+        "roll-stable",
+        "checkout",
+        steps(&[(50, "10m"), (100, "10m")]),
+    )
+    .await;
     let (stable, candidate) = (slug(&h, "stable").await, slug(&h, "candidate").await);
     assert_eq!(
         remote_configs(&h, &keys).await,
@@ -1260,19 +1234,10 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
 /// past `analysis.maxWait`, rolls the step back, the decision carrying the API's answer.
 #[tokio::test]
 async fn a_telemetry_outage_past_max_wait_rolls_back() {
-    let h = Harness::start("roll-tele").await;
-    let keys = setup(&h).await;
+    let (h, keys) = with_keys("roll-tele").await;
     h.faults(json!({"failing_routes": {"GET /ai_gw/v2/logs/groups/{dimension}": 503}}))
         .await;
-    let mut spec =
-        rollout_spec(json!([{"weight": 50, "pause": "1s"}, {"weight": 100, "pause": "1s"}]));
-    spec["analysis"]["maxWait"] = json!("5s");
-    create::<ConfigRollout>(&h.env, "checkout", spec).await;
-    let waiting = rollout(&h, "checkout", |r| {
-        has(r, "Reconciling", "True", "TelemetryUnavailable")
-    })
-    .await;
-    let (_, _, message) = condition(&waiting, "Reconciling").unwrap();
+    let message = waiting_past(&h, "5s", "TelemetryUnavailable").await;
     println!("while it fails: {message}");
     assert!(
         message.contains("503") && message.contains("failing_routes"),
@@ -1293,10 +1258,7 @@ async fn a_telemetry_outage_past_max_wait_rolls_back() {
         decision.message
     );
     let stable = slug(&h, "stable").await;
-    let back = support::wait_until(WAIT, || async {
-        (remote_configs(&h, &keys).await == vec![stable.clone(); 4]).then_some(())
-    })
-    .await;
+    let back = all_on(&h, &keys, &stable, WAIT).await;
     assert!(back.is_some(), "every key is back on the stable config");
     h.faults(json!({})).await;
     h.stop().await;
@@ -1333,11 +1295,11 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
         .unwrap();
     // One refused before it adds its finalizer (a candidate of another namespace), one that
     // holds it (it waits for its Configs).
-    let mut early = rollout_spec(json!([{"weight": 100, "pause": "1s"}]));
+    let mut early = rollout_spec(steps(&[(100, "1s")]));
     early["connectionRef"] = json!({"name": name});
     early["candidateConfigRef"] = json!({"name": "candidate", "namespace": "kube-system"});
     create::<ConfigRollout>(&h.env, "early", early).await;
-    let mut started = rollout_spec(json!([{"weight": 100, "pause": "1s"}]));
+    let mut started = rollout_spec(steps(&[(100, "1s")]));
     started["connectionRef"] = json!({"name": name});
     create::<ConfigRollout>(&h.env, "started", started).await;
     let api = h.env.api::<ConfigRollout>();
@@ -1376,14 +1338,7 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
     let before = api.get("started").await.unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after = api.get("started").await.unwrap();
-    assert_eq!(status(&after).installation.as_deref(), Some("aigw"));
-    assert_eq!(
-        after
-            .annotations()
-            .get("aigw.io/installation")
-            .map(String::as_str),
-        Some("aigw")
-    );
+    assert_claimed_by_aigw(&after);
     assert!(!after.finalizers().is_empty(), "{:?}", after.finalizers());
     assert_eq!(
         before.resource_version(),
@@ -1398,18 +1353,8 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
     )
     .await;
     api.delete("started", &Default::default()).await.unwrap();
-    let gone = support::wait_until(WAIT, || async {
-        api.get_opt("started")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(
-        gone.is_some(),
-        "its deletion goes once the Connection is back"
-    );
+    let gone = support::gone_within(&api, "started", WAIT).await;
+    assert!(gone, "its deletion goes once the Connection is back");
     connections
         .delete(&name, &Default::default())
         .await
@@ -1424,8 +1369,7 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
 async fn a_moved_key_asks_the_watch_cache_not_the_apiserver() {
     let mut h = Harness::start("roll-cache").await;
     let keys = setup(&h).await;
-    let steps = json!([{"weight": 100, "pause": "10m"}]);
-    start_rollout(&h, "checkout", steps).await;
+    start_rollout(&h, "checkout", steps(&[(100, "10m")])).await;
     let candidate = slug(&h, "candidate").await;
     assert_eq!(remote_configs(&h, &keys).await, vec![candidate.clone(); 4]);
     let requests = h.restart_operator_recording().await;
@@ -1466,22 +1410,11 @@ async fn a_moved_key_asks_the_watch_cache_not_the_apiserver() {
 /// config changed 398 times in 20 s, the two rollouts stripping each other's annotations).
 #[tokio::test]
 async fn an_aborted_rollout_left_in_place_leaves_a_later_rollouts_keys_alone() {
-    let h = Harness::start("rollout-yank").await;
-    let keys = setup(&h).await;
-    let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
+    let (h, keys) = with_keys("rollout-yank").await;
+    let steps = steps(&[(50, "10m"), (100, "10m")]);
     create::<ConfigRollout>(&h.env, "first", rollout_spec(steps.clone())).await;
     rollout(&h, "first", |r| status(r).step_started_at.is_some()).await;
-    h.env
-        .api::<ConfigRollout>()
-        .patch(
-            "first",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {"aigw.io/rollout-action": "abort"}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    annotate_object::<ConfigRollout>(&h, "first", json!({"aigw.io/rollout-action": "abort"})).await;
     let aborted = rollout(&h, "first", |r| has(r, "Stalled", "True", "Aborted")).await;
     assert_eq!(status(&aborted).moved_keys, ["key-a", "key-b"]);
     let stable = slug(&h, "stable").await;
@@ -1502,35 +1435,28 @@ async fn an_aborted_rollout_left_in_place_leaves_a_later_rollouts_keys_alone() {
         stable.clone(),
         stable.clone(),
     ];
-    assert_eq!(remote_configs(&h, &keys).await, on_second);
-    for (name, id) in &keys[..2] {
-        assert_eq!(
-            config_writes(&h, id).await,
-            once_more,
-            "{name}'s config writes"
-        );
-    }
+    // Each key where the second rollout put it, the first two moved once more, no further.
+    let assert_on_second = || async {
+        assert_eq!(remote_configs(&h, &keys).await, on_second);
+        for (name, id) in &keys[..2] {
+            assert_eq!(
+                config_writes(&h, id).await,
+                once_more,
+                "{name}'s config writes"
+            );
+        }
+    };
+    assert_on_second().await;
     let first = h.env.api::<ConfigRollout>().get("first").await.unwrap();
     let (ready, reason, _) = condition(&first, "Stalled").unwrap();
     assert_eq!((ready.as_str(), reason.as_str()), ("True", "Aborted"));
 
     // Deleting the aborted rollout does not pull the later one's keys back either.
     h.env.delete::<ConfigRollout>("first").await;
-    let gone = support::wait_until(WAIT, || async {
-        let r = h.env.api::<ConfigRollout>().get_opt("first").await.unwrap();
-        r.is_none().then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the aborted rollout's deletion hangs");
+    let gone = support::gone_within(&h.env.api::<ConfigRollout>(), "first", WAIT).await;
+    assert!(gone, "the aborted rollout's deletion hangs");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(remote_configs(&h, &keys).await, on_second);
-    for (name, id) in &keys[..2] {
-        assert_eq!(
-            config_writes(&h, id).await,
-            once_more,
-            "{name}'s config writes"
-        );
-    }
+    assert_on_second().await;
     h.stop().await;
 }
 
@@ -1539,9 +1465,8 @@ async fn an_aborted_rollout_left_in_place_leaves_a_later_rollouts_keys_alone() {
 /// it; it held).
 #[tokio::test]
 async fn two_rollouts_created_together_move_each_key_at_most_once() {
-    let h = Harness::start("rollout-race").await;
-    let keys = setup(&h).await;
-    let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
+    let (h, keys) = with_keys("rollout-race").await;
+    let steps = steps(&[(50, "10m"), (100, "10m")]);
     let (a, b) = tokio::join!(
         create::<ConfigRollout>(&h.env, "first", rollout_spec(steps.clone())),
         create::<ConfigRollout>(&h.env, "second", rollout_spec(steps.clone()))
@@ -1565,7 +1490,7 @@ async fn two_rollouts_created_together_move_each_key_at_most_once() {
 #[tokio::test]
 async fn an_analysis_without_an_absolute_threshold_is_refused() {
     let h = Harness::start("rollout-rel").await;
-    let mut spec = rollout_spec(json!([{"weight": 100, "pause": "2s"}]));
+    let mut spec = rollout_spec(steps(&[(100, "2s")]));
     spec["analysis"] = json!({"workspaceSlug": WORKSPACE, "organisationId": TSG, "window": "4s",
                               "minRequests": 20, "maxErrorRateOverStable": 0.05});
     let object: ConfigRollout = support::objects::object("ConfigRollout", "checkout", spec);
@@ -1588,8 +1513,7 @@ async fn an_analysis_without_an_absolute_threshold_is_refused() {
 /// never put on that Config (fresh attack on issue 31, F-C: it was, with two extra writes).
 #[tokio::test]
 async fn a_hand_rewritten_rollout_config_moves_nothing() {
-    let h = Harness::start("rollout-hand").await;
-    let keys = setup(&h).await;
+    let (h, keys) = with_keys("rollout-hand").await;
     create::<Config>(
         &h.env,
         "other",
@@ -1600,8 +1524,7 @@ async fn a_hand_rewritten_rollout_config_moves_nothing() {
         c.status.as_ref().is_some_and(|s| s.slug.is_some())
     })
     .await;
-    let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
-    start_rollout(&h, "checkout", steps).await;
+    start_rollout(&h, "checkout", steps(&[(50, "10m"), (100, "10m")])).await;
     annotate(&h, "key-a", json!({"aigw.io/rollout-config": "other"})).await;
     tokio::time::sleep(Duration::from_secs(8)).await;
     let other = slug(&h, "other").await;

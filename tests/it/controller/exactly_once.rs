@@ -29,6 +29,14 @@ async fn client_auth(h: &Harness, secret: &str) -> String {
     String::from_utf8(data["client_auth"].0.clone()).unwrap()
 }
 
+/// Waits until a create reached `endpoint` ("POST /template").
+async fn create_sent(h: &Harness, endpoint: &str) {
+    support::wait_until(WAIT, || async {
+        (h.count(endpoint).await >= 1).then_some(())
+    })
+    .await
+    .expect("the create was sent");
+}
 #[tokio::test]
 async fn two_operators_racing_create_each_config_once() {
     let h = Harness::start_with("eo-race", Duration::from_secs(2)).await;
@@ -65,11 +73,7 @@ async fn a_lost_create_answer_never_claims_an_older_namesake() {
     let namesake = seeded["configs"][0]["id"].as_str().unwrap().to_string();
     h.faults(json!({"drop_after_commit_rate": 1.0})).await;
     create::<Config>(&h.env, "shared", routing("shared")).await;
-    support::wait_until(WAIT, || async {
-        (h.count(CONFIG_POST).await >= 1).then_some(())
-    })
-    .await
-    .expect("the create was sent");
+    create_sent(&h, CONFIG_POST).await;
     h.faults(json!({})).await;
     let ready = h.wait_for::<Config>("shared", WAIT, |c| c.ready()).await;
     let ours = ready.status.unwrap().id.unwrap();
@@ -87,11 +91,7 @@ async fn a_capped_list_is_never_proof_of_absence() {
     let h = Harness::start_with("eo-capped", Duration::from_secs(2)).await;
     h.faults(json!({"drop_after_commit_rate": 1.0})).await;
     create::<Config>(&h.env, "capped", routing("capped")).await;
-    support::wait_until(WAIT, || async {
-        (h.count(CONFIG_POST).await >= 1).then_some(())
-    })
-    .await
-    .expect("the create was sent");
+    create_sent(&h, CONFIG_POST).await;
     // The answer was lost; now the list is capped below its total.
     h.faults(json!({"list_cap": 0})).await;
     h.wait_for::<Config>("capped", WAIT, |c| {
@@ -114,11 +114,7 @@ async fn an_unreadable_create_answer_loses_neither_object_nor_credentials() {
     let h = Harness::start_with("eo-garbage", Duration::from_secs(2)).await;
     h.faults(json!({"garbage_2xx_rate": 1.0})).await;
     create::<Deployment>(&h.env, "gw", gateway("gw-garbage", "gw-creds")).await;
-    support::wait_until(WAIT, || async {
-        (h.count(DEPLOYMENT_POST).await >= 1).then_some(())
-    })
-    .await
-    .expect("the create was sent");
+    create_sent(&h, DEPLOYMENT_POST).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     h.faults(json!({})).await;
     let ready = h.wait_for::<Deployment>("gw", WAIT, |d| d.ready()).await;
@@ -501,6 +497,19 @@ async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
 /// A proxy in front of the emulator: the first POST to `route` never reaches it; instead
 /// `foreign` (another party's create of the same name, made in the console or by another
 /// cluster) is created, and the POST is answered 503, so its outcome is unknown. `made` gets
+/// Restarts the harness's operator behind a [`namesake_proxy`] of `route` making `foreign`;
+/// where the id of what it made will be.
+async fn behind_namesake_proxy(
+    h: &mut Harness,
+    route: &'static str,
+    foreign: Value,
+) -> Arc<Mutex<Option<String>>> {
+    let made = Arc::new(Mutex::new(None));
+    let proxy = namesake_proxy(h.emulator.management_url(), route, foreign, made.clone()).await;
+    h.restart_operator_via(&proxy).await;
+    made
+}
+
 /// the foreign object's id.
 async fn namesake_proxy(
     upstream: String,
@@ -541,6 +550,26 @@ fn no_adoption() -> Value {
     json!([{"namespaces": ["{ns}"]}])
 }
 
+/// Waits until the object `name` reports `AdoptionNotAllowed` naming the namesake the proxy
+/// `made` (`expect` says it was made); the namesake's id.
+async fn namesake_refused<K>(
+    h: &Harness,
+    name: &str,
+    made: &Mutex<Option<String>>,
+    expect: &str,
+) -> String
+where
+    K: support::NamespacedKind + Conditions,
+{
+    let found = h
+        .wait_for::<K>(name, WAIT, |k| reported(k, "AdoptionNotAllowed").is_some())
+        .await;
+    let foreign_id = made.lock().unwrap().clone().expect(expect);
+    let message = reported(&found, "AdoptionNotAllowed").unwrap();
+    assert!(message.contains(&foreign_id), "{message}");
+    foreign_id
+}
+
 /// The message of `object`'s condition with `reason`, if it has one.
 fn reported<K: Conditions>(object: &K, reason: &str) -> Option<String> {
     let condition = object.conditions().iter().find(|c| c.reason == reason)?;
@@ -554,31 +583,17 @@ fn reported<K: Conditions>(object: &K, reason: &str) -> Option<String> {
 #[tokio::test]
 async fn a_foreign_namesake_key_is_never_deleted_after_a_lost_create() {
     let mut h = Harness::start_with_grants("eo-fkey", Duration::from_secs(1), no_adoption()).await;
-    let made = Arc::new(Mutex::new(None));
-    let foreign = json!({"name": "checkout", "scopes": ["completions.write"]});
-    let proxy = namesake_proxy(
-        h.emulator.management_url(),
+    let made = behind_namesake_proxy(
+        &mut h,
         "/ai_gw/v2/api-keys/service",
-        foreign,
-        made.clone(),
+        json!({"name": "checkout", "scopes": ["completions.write"]}),
     )
     .await;
-    h.restart_operator_via(&proxy).await;
     let spec = json!({"name": "checkout", "kind": "service", "scopes": ["completions.write"],
                       "secretRef": {"name": "checkout-key"}});
     create::<ApiKey>(&h.env, "checkout", spec).await;
-    let found = h
-        .wait_for::<ApiKey>("checkout", WAIT, |k| {
-            reported(k, "AdoptionNotAllowed").is_some()
-        })
-        .await;
-    let foreign_id = made
-        .lock()
-        .unwrap()
-        .clone()
-        .expect("the foreign key was made");
-    let message = reported(&found, "AdoptionNotAllowed").unwrap();
-    assert!(message.contains(&foreign_id), "{message}");
+    let foreign_id =
+        namesake_refused::<ApiKey>(&h, "checkout", &made, "the foreign key was made").await;
     // Long enough for a delete and a replacement create, as before the fix.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let state = h.state().await;
@@ -606,29 +621,15 @@ async fn a_foreign_namesake_key_is_never_deleted_after_a_lost_create() {
 #[tokio::test]
 async fn a_foreign_namesake_config_is_never_adopted_after_a_lost_create() {
     let mut h = Harness::start_with_grants("eo-fcfg", Duration::from_secs(1), no_adoption()).await;
-    let made = Arc::new(Mutex::new(None));
-    let foreign = json!({"name": "shared", "config": {"retry": {"attempts": 1}}});
-    let proxy = namesake_proxy(
-        h.emulator.management_url(),
+    let made = behind_namesake_proxy(
+        &mut h,
         "/ai_gw/v2/configs",
-        foreign,
-        made.clone(),
+        json!({"name": "shared", "config": {"retry": {"attempts": 1}}}),
     )
     .await;
-    h.restart_operator_via(&proxy).await;
     create::<Config>(&h.env, "shared", routing("shared")).await;
-    let found = h
-        .wait_for::<Config>("shared", WAIT, |c| {
-            reported(c, "AdoptionNotAllowed").is_some()
-        })
-        .await;
-    let foreign_id = made
-        .lock()
-        .unwrap()
-        .clone()
-        .expect("the foreign config was made");
-    let message = reported(&found, "AdoptionNotAllowed").unwrap();
-    assert!(message.contains(&foreign_id), "{message}");
+    let foreign_id =
+        namesake_refused::<Config>(&h, "shared", &made, "the foreign config was made").await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let config = h.env.api::<Config>().get("shared").await.unwrap();
     assert_eq!(
@@ -676,11 +677,7 @@ async fn another_installations_create_in_flight_holds_no_lookup_of_this_one() {
 
     h.faults(json!({"drop_after_commit_rate": 1.0})).await;
     create::<Config>(&h.env, "ours", routing("shared-name")).await;
-    support::wait_until(WAIT, || async {
-        (h.count(CONFIG_POST).await >= 1).then_some(())
-    })
-    .await
-    .expect("the create was sent");
+    create_sent(&h, CONFIG_POST).await;
     h.faults(json!({})).await;
     let ready = h
         .wait_for::<Config>("ours", Duration::from_secs(30), |c| c.ready())

@@ -166,12 +166,10 @@ async fn deployment_grants_cover_jwt_workspaces_and_the_default_gateway() {
     create::<Deployment>(&h.env, "mapped", mapped).await;
     create::<Deployment>(&h.env, "default", default).await;
     let message = h
-        .env
         .condition_message::<Deployment>("mapped", WAIT, ("Stalled", "WorkspaceNotAllowed"))
         .await;
     assert!(message.contains("jwtSubWorkspaceMapping"), "{message}");
     let message = h
-        .env
         .condition_message::<Deployment>("default", WAIT, ("Stalled", "DefaultNotAllowed"))
         .await;
     assert!(message.contains("allowDefault"), "{message}");

@@ -35,6 +35,47 @@ async fn put_secret(h: &Harness, value: &str) {
     h.put_secret("airs", json!({"api-key": value}), false).await;
 }
 
+/// The Guardrail `name` checking for a card number (no Secret), once Ready; its slug.
+async fn ready_card_number_guardrail(h: &Harness, name: &str) -> String {
+    let mut spec = guardrail_spec(name);
+    spec["secretRefs"] = json!([]);
+    spec["checks"] = json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}]);
+    support::objects::create::<Guardrail>(&h.env, name, spec).await;
+    let ready = h.wait_for::<Guardrail>(name, WAIT, |g| g.ready()).await;
+    ready.status.unwrap().slug.unwrap()
+}
+
+/// The message of the ClusterGuardrail `name`'s `Stalled` condition once it says `reason`
+/// (`waits` says what is waited for, on timeout).
+async fn stalled_message(
+    cluster: &Api<ClusterGuardrail>,
+    name: &str,
+    reason: &str,
+    waits: &str,
+) -> String {
+    let stalled = support::wait_until(WAIT, || async {
+        let g = cluster.get_opt(name).await.ok()??;
+        g.stalled_with(reason).then_some(g)
+    })
+    .await
+    .expect(waits);
+    stalled.condition("Stalled").unwrap().2
+}
+
+/// The emulator's default workspace.
+async fn default_workspace(h: &Harness) -> String {
+    let state = h.state().await;
+    state["default_workspace_id"].as_str().unwrap().to_string()
+}
+
+/// Nothing is written remotely for `for_`; the remote writes so far.
+async fn assert_steady(h: &Harness, for_: Duration) -> u64 {
+    let writes = h.remote_writes().await;
+    tokio::time::sleep(for_).await;
+    assert_eq!(h.remote_writes().await, writes, "0 writes at steady state");
+    writes
+}
+
 /// The emulator's record of guardrail `slug`, parameters in clear.
 async fn remote(h: &Harness, slug: &str) -> Option<Value> {
     let record = h.remote_record("guardrails", "slug", slug).await;
@@ -90,17 +131,7 @@ async fn a_secret_parameter_reaches_the_api_and_nothing_else() {
 #[tokio::test]
 async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
     let h = Harness::start_with("gr-refs", Duration::from_secs(1)).await;
-    let mut spec = guardrail_spec("kept");
-    spec["secretRefs"] = json!([]);
-    spec["checks"] = json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}]);
-    support::objects::create::<Guardrail>(&h.env, "kept", spec).await;
-    let slug = h
-        .wait_for::<Guardrail>("kept", WAIT, |g| g.ready())
-        .await
-        .status
-        .unwrap()
-        .slug
-        .unwrap();
+    let slug = ready_card_number_guardrail(&h, "kept").await;
     let config = json!({"name": "uses-it", "config": {"input_guardrails": [slug],
         "targets": [{"provider": "@openai"}]}});
     support::objects::create::<Config>(&h.env, "uses-it", config).await;
@@ -108,7 +139,6 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
 
     h.env.delete::<Guardrail>("kept").await;
     let message = h
-        .env
         .condition_message::<Guardrail>("kept", WAIT, ("Stalled", "StillReferenced"))
         .await;
     assert!(message.contains("uses-it"), "{message}");
@@ -147,17 +177,7 @@ async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(h.remote_writes().await, 0, "nothing written while waiting");
 
-    let mut spec = guardrail_spec("pii-later");
-    spec["secretRefs"] = json!([]);
-    spec["checks"] = json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}]);
-    support::objects::create::<Guardrail>(&h.env, "pii-later", spec).await;
-    let slug = h
-        .wait_for::<Guardrail>("pii-later", WAIT, |g| g.ready())
-        .await
-        .status
-        .unwrap()
-        .slug
-        .unwrap();
+    let slug = ready_card_number_guardrail(&h, "pii-later").await;
     let ready = h.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
@@ -198,13 +218,13 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     h.create_cluster::<ClusterGuardrail>("org-pii", spec).await;
     // The operator's namespace also holds Connection credentials: a cluster-scoped resource
     // reads only the Secrets labelled for it there, and sends nothing until then.
-    let refused = support::wait_until(WAIT, || async {
-        let g = cluster.get_opt(&name).await.ok()??;
-        g.stalled_with("SecretNotReadable").then_some(g)
-    })
-    .await
-    .expect("an unlabelled Secret is refused");
-    let (_, _, message) = refused.condition("Stalled").unwrap();
+    let message = stalled_message(
+        &cluster,
+        &name,
+        "SecretNotReadable",
+        "an unlabelled Secret is refused",
+    )
+    .await;
     assert!(message.contains("aigw.io/cluster-readable"), "{message}");
     assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
     let label = json!({"metadata": {"labels": {"aigw.io/cluster-readable": "true"}}});
@@ -241,7 +261,6 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     adopting["secretRefs"] = json!([]);
     support::objects::create::<Guardrail>(&h.env, "takeover", adopting).await;
     let message = h
-        .env
         .condition_message::<Guardrail>("takeover", WAIT, ("Stalled", "InvalidSpec"))
         .await;
     assert!(message.contains("organisation guardrail"), "{message}");
@@ -269,13 +288,13 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
 
     // Deleting it waits for that Config, naming it with its namespace.
     cluster.delete(&name, &Default::default()).await.unwrap();
-    let waiting = support::wait_until(WAIT, || async {
-        let g = cluster.get_opt(&name).await.ok()??;
-        g.stalled_with("StillReferenced").then_some(g)
-    })
-    .await
-    .expect("the deletion waits for the Config");
-    let (_, _, message) = waiting.condition("Stalled").unwrap();
+    let message = stalled_message(
+        &cluster,
+        &name,
+        "StillReferenced",
+        "the deletion waits for the Config",
+    )
+    .await;
     assert!(
         message.contains(&format!("{}/uses-org", h.env.namespace)),
         "{message}"
@@ -397,10 +416,7 @@ async fn mapped(h: &Harness, key: &str) -> Vec<String> {
 #[tokio::test]
 async fn a_guardrails_mcp_servers_are_the_full_set() {
     let h = Harness::start_with("gr-mcp", Duration::from_secs(1)).await;
-    let workspace = h.state().await["default_workspace_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let workspace = default_workspace(&h).await;
     let servers = mcp_servers(&h, &workspace, &["tickets", "wiki"]).await;
     let spec = json!({"name": "tools", "workspaceId": workspace, "target": "mcp_tools",
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
@@ -427,9 +443,7 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
         2,
         "one bulk write removed it"
     );
-    let writes = h.remote_writes().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(h.remote_writes().await, writes, "0 writes at steady state");
+    let writes = assert_steady(&h, Duration::from_secs(4)).await;
     assert_eq!(
         puts(&h).await,
         0,
@@ -469,7 +483,6 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
         .await
         .unwrap();
     let message = h
-        .env
         .condition_message::<Guardrail>("tools", WAIT, ("Stalled", "McpServerNotInWorkspace"))
         .await;
     assert!(message.contains("0b7c1d2e"), "{message}");
@@ -487,10 +500,7 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
 #[tokio::test]
 async fn a_cluster_guardrails_mcp_servers_are_written_on_the_admin_plane() {
     let h = Harness::start_with("cgr-mcp", Duration::from_secs(1)).await;
-    let workspace = h.state().await["default_workspace_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let workspace = default_workspace(&h).await;
     let servers = mcp_servers(&h, &workspace, &["tickets"]).await;
     let spec = json!({"name": "org-tools", "target": "mcp_tools",
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
@@ -522,9 +532,7 @@ async fn a_cluster_guardrails_mcp_servers_are_written_on_the_admin_plane() {
         0,
         "not on the workspace plane"
     );
-    let writes = h.remote_writes().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.remote_writes().await, writes, "0 writes at steady state");
+    assert_steady(&h, Duration::from_secs(3)).await;
     h.stop().await;
 }
 

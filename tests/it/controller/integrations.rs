@@ -40,6 +40,48 @@ async fn create_integration(h: &Harness, name: &str, spec: Value) -> Api<Integra
     h.cluster_api()
 }
 
+/// A harness with its own secret namespace (drift every second) and the upstream key
+/// [`FIRST_KEY`] in a Secret labelled cluster-readable.
+async fn with_readable_key(prefix: &str) -> Harness {
+    let h = Harness::start_with_secret_namespace(prefix, Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    h
+}
+
+/// A harness with `grants` (drift every second), the readable key and the Integration
+/// `granted` (slug `<prefix>-{slug}`, in [`WS_A`]) Ready.
+async fn with_granted_integration(prefix: &str, grants: Value, slug: &str) -> Harness {
+    let h = Harness::start_with_grants(prefix, Duration::from_secs(1), grants).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let mut spec = integration_spec(&h, json!([{"id": WS_A}]));
+    spec["slug"] = json!(h.cluster_name(slug));
+    create_integration(&h, "granted", spec).await;
+    h.wait_cluster::<Integration>("granted", WAIT, |i| i.ready())
+        .await;
+    h
+}
+
+/// Creates the Provider `openai-a`; the message of its `Stalled` condition once it says
+/// `reason`.
+async fn provider_stalled(h: &Harness, reason: &str) -> String {
+    support::objects::create::<aigw::resources::Provider>(&h.env, "openai-a", provider_spec(h))
+        .await;
+    let stalled = h
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| p.stalled_with(reason))
+        .await;
+    stalled.condition("Stalled").unwrap().2
+}
+
+/// Whether the Integration `openai` is gone within a minute.
+async fn openai_gone(h: &Harness, integrations: &Api<Integration>) -> bool {
+    support::gone_within(
+        integrations,
+        &h.cluster_name("openai"),
+        Duration::from_secs(60),
+    )
+    .await
+}
+
 /// The emulator's record of the integration, key in clear.
 async fn remote(h: &Harness, slug: &str) -> Value {
     h.remote_record("integrations", "slug", slug).await
@@ -149,8 +191,7 @@ async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
 
 #[tokio::test]
 async fn a_removed_workspace_is_disabled_and_no_other_row_is_touched() {
-    let h = Harness::start_with_secret_namespace("int-access", Duration::from_secs(1)).await;
-    put_key(&h, FIRST_KEY, true).await;
+    let h = with_readable_key("int-access").await;
     let slug = h.cluster_name("openai");
     let workspaces = json!([
         {"id": WS_A, "usageLimits": {"creditLimit": 500, "type": "cost", "periodicReset": "monthly"}},
@@ -216,8 +257,7 @@ fn provider_spec(h: &Harness) -> Value {
 
 #[tokio::test]
 async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_ready() {
-    let h = Harness::start_with_secret_namespace("int-prov", Duration::from_secs(1)).await;
-    put_key(&h, FIRST_KEY, true).await;
+    let h = with_readable_key("int-prov").await;
     let config = json!({"name": "routes", "config": {"targets": [{"weight": 1}]}});
     support::objects::create::<aigw::resources::Config>(&h.env, "routes", config).await;
     let slug = h
@@ -239,7 +279,6 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
         .await
         .unwrap();
     let message = h
-        .env
         .condition_message::<aigw::resources::Config>(
             "routes",
             WAIT,
@@ -247,14 +286,7 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
         )
         .await;
     assert!(message.contains("Provider openai-a"), "{message}");
-    support::objects::create::<aigw::resources::Provider>(&h.env, "openai-a", provider_spec(&h))
-        .await;
-    let waiting = h
-        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
-            p.stalled_with("IntegrationNotReady")
-        })
-        .await;
-    let (_, _, message) = waiting.condition("Stalled").unwrap();
+    let message = provider_stalled(&h, "IntegrationNotReady").await;
     assert!(message.contains(&h.cluster_name("openai")), "{message}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(h.remote_writes().await, 0, "nothing written while waiting");
@@ -319,12 +351,7 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
         .delete_and_wait::<aigw::resources::Config>("routes", WAIT)
         .await;
     assert!(
-        support::gone_within(
-            &integrations,
-            &h.cluster_name("openai"),
-            Duration::from_secs(60)
-        )
-        .await,
+        openai_gone(&h, &integrations).await,
         "the Integration went once its Provider had gone"
     );
     let state = h.state().await;
@@ -352,14 +379,7 @@ async fn grants_decide_which_integrations_a_namespace_may_bind() {
     h.wait_cluster::<Integration>("openai", WAIT, |i| i.ready())
         .await;
     h.reset_stats().await;
-    support::objects::create::<aigw::resources::Provider>(&h.env, "openai-a", provider_spec(&h))
-        .await;
-    let refused = h
-        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
-            p.stalled_with("IntegrationNotAllowed")
-        })
-        .await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
+    let message = provider_stalled(&h, "IntegrationNotAllowed").await;
     assert!(message.contains("spec.grants[].integrations"), "{message}");
     // Another workspace than the grants' is refused by the workspace rule.
     let mut elsewhere = provider_spec(&h);
@@ -380,12 +400,7 @@ async fn grants_decide_which_integrations_a_namespace_may_bind() {
     let integrations = Api::<Integration>::all(h.env.client.clone());
     h.delete_cluster::<Integration>("openai").await;
     assert!(
-        support::gone_within(
-            &integrations,
-            &h.cluster_name("openai"),
-            Duration::from_secs(60)
-        )
-        .await,
+        openai_gone(&h, &integrations).await,
         "the Integration was pinned by Providers its grants refuse"
     );
     assert_eq!(
@@ -438,13 +453,7 @@ fn remote_providers(state: &Value) -> Vec<Value> {
 async fn an_integration_id_is_granted_by_the_remote_integration_never_by_a_resource_name() {
     let grants = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A],
                           "integrations": ["{ns}-granted"]}]);
-    let h = Harness::start_with_grants("atk-intid", Duration::from_secs(1), grants).await;
-    put_key(&h, FIRST_KEY, true).await;
-    let mut spec = integration_spec(&h, json!([{"id": WS_A}]));
-    spec["slug"] = json!(h.cluster_name("granted-slug"));
-    create_integration(&h, "granted", spec).await;
-    h.wait_cluster::<Integration>("granted", WAIT, |i| i.ready())
-        .await;
+    let h = with_granted_integration("atk-intid", grants, "granted-slug").await;
     // Another team's integration whose slug equals the granted resource's name.
     let other_slug = h.cluster_name("granted");
     let other_id = out_of_band_integration(&h, &other_slug, WS_A).await;
@@ -499,22 +508,10 @@ async fn a_provider_bound_by_integration_slug_becomes_ready() {
     .expect("the provider was created");
     // Several drift intervals (1 s): every later reconcile reads the provider back.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let ready = h
-        .env
-        .api::<aigw::resources::Provider>()
-        .get_opt("by-slug")
-        .await
-        .ok()
-        .flatten()
-        .filter(|p| p.ready());
-    let status = h
-        .env
-        .api::<aigw::resources::Provider>()
-        .get_opt("by-slug")
-        .await
-        .ok()
-        .flatten()
-        .and_then(|p| p.status);
+    let providers = h.env.api::<aigw::resources::Provider>();
+    let provider = providers.get_opt("by-slug").await.ok().flatten();
+    let ready = provider.clone().filter(|p| p.ready());
+    let status = provider.and_then(|p| p.status);
     let posts = h.count("POST /ai_gw/v2/providers").await;
     h.stop().await;
     assert!(
@@ -532,13 +529,7 @@ async fn a_provider_bound_by_integration_slug_becomes_ready() {
 async fn a_provider_of_another_integration_is_never_adopted_nor_deleted() {
     let grants = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "allowAdoption": true,
                           "integrations": ["{ns}-granted"]}]);
-    let h = Harness::start_with_grants("atk-adopt", Duration::from_secs(1), grants).await;
-    put_key(&h, FIRST_KEY, true).await;
-    let mut spec = integration_spec(&h, json!([{"id": WS_A}]));
-    spec["slug"] = json!(h.cluster_name("granted"));
-    create_integration(&h, "granted", spec).await;
-    h.wait_cluster::<Integration>("granted", WAIT, |i| i.ready())
-        .await;
+    let h = with_granted_integration("atk-adopt", grants, "granted").await;
     let other = h.cluster_name("other");
     let other_id = out_of_band_integration(&h, &other, WS_A).await;
     let victim = format!("{}-victim", h.env.namespace);
@@ -729,8 +720,7 @@ async fn a_paused_integration_holds_a_secret_change_until_let_go() {
 /// same value again does nothing; `expiresAt` is sent once and kept.
 #[tokio::test]
 async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
-    let h = Harness::start_with_secret_namespace("int-reset", Duration::from_secs(1)).await;
-    put_key(&h, FIRST_KEY, true).await;
+    let h = with_readable_key("int-reset").await;
     create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
     h.wait_cluster::<Integration>("openai", WAIT, |i| i.ready())
         .await;
@@ -792,8 +782,7 @@ async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
 /// disabled again by the drift check.
 #[tokio::test]
 async fn model_access_is_applied_with_one_put_and_kept() {
-    let h = Harness::start_with_secret_namespace("int-models", Duration::from_secs(1)).await;
-    put_key(&h, FIRST_KEY, true).await;
+    let h = with_readable_key("int-models").await;
     let slug = h.cluster_name("openai");
     let mut spec = integration_spec(&h, json!([{"id": WS_A}]));
     spec["models"] = json!({"allowAllModels": false, "models": [

@@ -31,6 +31,16 @@ pub(super) struct Operator {
 }
 
 impl Operator {
+    /// `who` (this replica) made no call to the management API.
+    async fn assert_no_api_call(&self, who: &str) {
+        assert_eq!(
+            self.api_requests().await,
+            0.0,
+            "{who} called the management API:\n{}",
+            self.metrics().await
+        );
+    }
+
     /// Runs under the chart's RBAC, with the kubeconfig `support::chart::operator_kubeconfig`
     /// wrote into `dir`.
     fn start(name: &str, env: &TestEnv, emulator: &Running, dir: &Path) -> Self {
@@ -261,6 +271,20 @@ async fn emulator_and_kubeconfig(env: &TestEnv) -> (Running, tempfile::TempDir) 
     (emulator, dir)
 }
 
+/// The test's namespace, and [`emulator_and_kubeconfig`] for it.
+async fn replica_env(prefix: &str) -> (TestEnv, Running, tempfile::TempDir) {
+    let env = TestEnv::new(prefix).await;
+    let (emulator, dir) = emulator_and_kubeconfig(&env).await;
+    (env, emulator, dir)
+}
+
+/// Stops the `replicas`, then removes the test's namespace and stops its emulator.
+async fn finish<const N: usize>(env: TestEnv, emulator: Running, replicas: [Operator; N]) {
+    drop(replicas);
+    env.cleanup().await;
+    let _ = emulator.shutdown().await;
+}
+
 async fn create_config(env: &TestEnv, name: &str) {
     support::create(&env.api::<Config>(), &config(name)).await;
 }
@@ -272,8 +296,7 @@ async fn lease_holder(env: &TestEnv) -> Option<String> {
 
 #[tokio::test]
 async fn one_leader_reconciles_and_a_standby_takes_over() {
-    let env = TestEnv::new("leader").await;
-    let (emulator, dir) = emulator_and_kubeconfig(&env).await;
+    let (env, emulator, dir) = replica_env("leader").await;
     let suffix = &env.namespace[env.namespace.len() - 8..];
     let first = Operator::start(&format!("aigw-a-{suffix}"), &env, &emulator, dir.path());
     let second = Operator::start(&format!("aigw-b-{suffix}"), &env, &emulator, dir.path());
@@ -306,12 +329,7 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
     env.wait_for::<Config>("before", TAKEOVER_TIMEOUT, Config::ready)
         .await;
     assert!(leader.api_requests().await > 0.0, "the leader reconciled");
-    assert_eq!(
-        standby.api_requests().await,
-        0.0,
-        "the standby called the management API:\n{}",
-        standby.metrics().await
-    );
+    standby.assert_no_api_call("the standby").await;
 
     // SIGKILL: the lease is not released; the standby waits for it to expire.
     let killed_at = Instant::now();
@@ -340,12 +358,7 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
     create_config(&env, "while-c-stands-by").await;
     env.wait_for::<Config>("while-c-stands-by", TAKEOVER_TIMEOUT, Config::ready)
         .await;
-    assert_eq!(
-        third.api_requests().await,
-        0.0,
-        "the new standby called the management API:\n{}",
-        third.metrics().await
-    );
+    third.assert_no_api_call("the new standby").await;
     let terminated_at = Instant::now();
     standby.signal("-TERM");
     let (term_takeover, term_reconciled) =
@@ -365,18 +378,14 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
         Some(third.name.as_str())
     );
 
-    drop(third);
-    drop(standby);
-    env.cleanup().await;
-    let _ = emulator.shutdown().await;
+    finish(env, emulator, [third, standby]).await;
 }
 
 /// Another holder writing the lease (as after a network partition outlasting the term) makes
 /// the leader stop: it exits non-zero at its next renewal instead of acting on beside it.
 #[tokio::test]
 async fn a_leader_that_loses_its_lease_exits_non_zero() {
-    let env = TestEnv::new("leader-lost").await;
-    let (emulator, dir) = emulator_and_kubeconfig(&env).await;
+    let (env, emulator, dir) = replica_env("leader-lost").await;
     let mut operator = Operator::start("aigw-lost", &env, &emulator, dir.path());
     sole_leader(&[&operator]).await;
 
@@ -402,17 +411,14 @@ async fn a_leader_that_loses_its_lease_exits_non_zero() {
         "{log}"
     );
 
-    drop(operator);
-    env.cleanup().await;
-    let _ = emulator.shutdown().await;
+    finish(env, emulator, [operator]).await;
 }
 
 /// A leader paused (SIGSTOP) while its creates wait on a slow API, resumed after another
 /// replica took over: the writes it had queued are not sent, and every Config exists once.
 #[tokio::test]
 async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
-    let env = TestEnv::new("leader-stop").await;
-    let (emulator, dir) = emulator_and_kubeconfig(&env).await;
+    let (env, emulator, dir) = replica_env("leader-stop").await;
     let http = reqwest::Client::new();
     let suffix = &env.namespace[env.namespace.len() - 8..];
     let first = Operator::start(&format!("aigw-a-{suffix}"), &env, &emulator, dir.path());
@@ -468,10 +474,7 @@ async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
         "paused leader {}: {withheld} writes or reconciles withheld after resuming; standby {} took over",
         leader.name, standby.name
     );
-    drop(first);
-    drop(second);
-    env.cleanup().await;
-    let _ = emulator.shutdown().await;
+    finish(env, emulator, [first, second]).await;
 }
 
 /// A replica that does not hold the lease (deposed, or not elected yet) restarts no workload
@@ -532,28 +535,22 @@ async fn a_replica_without_the_lease_restarts_no_workload() {
 
     // Campaigning, never elected (the elector is not run): not the leader.
     let (standby, _elector) = elect(kube.clone(), LeaseSettings::new(&env.namespace, "standby"));
-    let ctx = context(standby);
-    let cx = Cx::new(&ctx, env.api::<ApiKey>(), &key);
-    aigw::controller::driver::secret_delivery::restart_workloads(
-        &cx,
-        &restart,
-        "2026-01-01T00:00:00Z",
-    )
-    .await;
+    let restart_as = |leadership: Leadership, at: &'static str| {
+        let (env, key, restart) = (&env, &key, &restart);
+        async move {
+            let ctx = context(leadership);
+            let cx = Cx::new(&ctx, env.api::<ApiKey>(), key);
+            aigw::controller::driver::secret_delivery::restart_workloads(&cx, restart, at).await;
+        }
+    };
+    restart_as(standby, "2026-01-01T00:00:00Z").await;
     assert_eq!(
         rolled_at().await,
         None,
         "a replica without the lease rolled a workload"
     );
 
-    let ctx = context(Leadership::always());
-    let cx = Cx::new(&ctx, env.api::<ApiKey>(), &key);
-    aigw::controller::driver::secret_delivery::restart_workloads(
-        &cx,
-        &restart,
-        "2026-01-01T00:00:01Z",
-    )
-    .await;
+    restart_as(Leadership::always(), "2026-01-01T00:00:01Z").await;
     assert_eq!(rolled_at().await.as_deref(), Some("2026-01-01T00:00:01Z"));
     env.cleanup().await;
 }

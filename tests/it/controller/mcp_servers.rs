@@ -58,7 +58,6 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
     support::objects::create::<Guardrail>(&h.env, "tools", spec).await;
     // No McpServer yet: the mapping waits, naming it, and nothing is synced.
     let message = h
-        .env
         .condition_message::<Guardrail>("tools", WAIT, ("Ready", "McpServerNotReady"))
         .await;
     let named = format!("McpServer {}/pay-tools", h.env.namespace);
@@ -117,7 +116,6 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
         "userAccess": [{"userId": "user-1", "enabled": true}]});
     support::objects::create::<McpServer>(&h.env, "pay-tools", spec).await;
     let message = h
-        .env
         .condition_message::<McpServer>("pay-tools", WAIT, ("Ready", "IntegrationNotReady"))
         .await;
     assert!(

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use support::endpoints::DEPLOYMENT_PUT;
 use support::harness::{CLUSTER_LABEL, Harness, TOKEN, captured_logs};
 use support::objects::{Conditions, Rotates, ready_at};
 
@@ -38,6 +39,43 @@ async fn secret_values(h: &Harness, name: &str) -> (String, String, String) {
     let data = h.env.api::<Secret>().get(name).await.unwrap().data.unwrap();
     let text = |k: &str| String::from_utf8(data[k].0.clone()).unwrap();
     (text("client_auth"), text("username"), text("password"))
+}
+
+/// The Deployment `edge` rotating as `rotation`, Ready: its Secret matches the remote
+/// credentials and the workload `gw` was not restarted. Its id and first credentials.
+async fn edge_created(h: &Harness, rotation: Value) -> (String, String) {
+    let created = ready_rotating(h, "edge", rotation).await;
+    let id = created.status.as_ref().unwrap().id.clone().unwrap();
+    let first = assert_secret_matches_remote(h, "edge-creds", &id).await;
+    assert!(
+        workload_annotation::<AppsDeployment>(h, "gw")
+            .await
+            .is_none(),
+        "creating is not rotating"
+    );
+    (id, first)
+}
+
+/// Creates the workload `name` of kind `K` with `spec`.
+async fn create_workload<K: support::NamespacedKind>(h: &Harness, name: &str, spec: Value) {
+    let workload: K = object(json!({"metadata": {"name": name}, "spec": spec}));
+    support::create(&h.env.api::<K>(), &workload).await;
+}
+
+/// Creates the Deployment `name` rotating as `rotation`.
+async fn create_rotating(h: &Harness, name: &str, rotation: Value) {
+    support::create(
+        &h.env.api::<Deployment>(),
+        &rotating_deployment(name, rotation),
+    )
+    .await;
+}
+
+/// [`create_rotating`], once Ready.
+async fn ready_rotating(h: &Harness, name: &str, rotation: Value) -> Deployment {
+    create_rotating(h, name, rotation).await;
+    h.wait_for::<Deployment>(name, WAIT, Deployment::ready)
+        .await
 }
 
 /// The Secret holds exactly the emulator's current credentials.
@@ -106,33 +144,11 @@ where
 async fn create_workloads(h: &Harness) {
     let pod = json!({"metadata": {"labels": {"app": "gw"}}, "spec": {"containers": [{"name": "gw", "image": "gateway:1"}]}});
     let spec = json!({"selector": {"matchLabels": {"app": "gw"}}, "template": pod});
-    let pp = PostParams::default();
-    h.env
-        .api::<AppsDeployment>()
-        .create(
-            &pp,
-            &object(json!({"metadata": {"name": "gw"}, "spec": spec})),
-        )
-        .await
-        .unwrap();
+    create_workload::<AppsDeployment>(h, "gw", spec.clone()).await;
     let mut sts = spec.clone();
     sts["serviceName"] = json!("gw");
-    h.env
-        .api::<StatefulSet>()
-        .create(
-            &pp,
-            &object(json!({"metadata": {"name": "gw-sts"}, "spec": sts})),
-        )
-        .await
-        .unwrap();
-    h.env
-        .api::<DaemonSet>()
-        .create(
-            &pp,
-            &object(json!({"metadata": {"name": "gw-ds"}, "spec": spec})),
-        )
-        .await
-        .unwrap();
+    create_workload::<StatefulSet>(h, "gw-sts", sts.clone()).await;
+    create_workload::<DaemonSet>(h, "gw-ds", spec.clone()).await;
 }
 
 #[tokio::test]
@@ -140,23 +156,7 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
     let h = Harness::start("rot-trigger").await;
     create_workloads(&h).await;
     let restart = json!([{"kind": "Deployment", "name": "gw"}, {"kind": "StatefulSet", "name": "gw-sts"}, {"kind": "DaemonSet", "name": "gw-ds"}]);
-    let deployments = h.env.api::<Deployment>();
-    support::create(
-        &deployments,
-        &rotating_deployment("edge", json!({"trigger": "v1", "restart": restart})),
-    )
-    .await;
-    let created = h
-        .wait_for::<Deployment>("edge", WAIT, Deployment::ready)
-        .await;
-    let id = created.status.as_ref().unwrap().id.clone().unwrap();
-    let first = assert_secret_matches_remote(&h, "edge-creds", &id).await;
-    assert!(
-        workload_annotation::<AppsDeployment>(&h, "gw")
-            .await
-            .is_none(),
-        "creating is not rotating"
-    );
+    let (id, first) = edge_created(&h, json!({"trigger": "v1", "restart": restart})).await;
 
     h.reset_stats().await;
     h.env
@@ -210,15 +210,7 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
 #[tokio::test]
 async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
     let h = Harness::start_with("rot-interval", Duration::from_secs(1)).await;
-    let deployments = h.env.api::<Deployment>();
-    support::create(
-        &deployments,
-        &rotating_deployment("sched", json!({"interval": "4s"})),
-    )
-    .await;
-    let created = h
-        .wait_for::<Deployment>("sched", WAIT, Deployment::ready)
-        .await;
+    let created = ready_rotating(&h, "sched", json!({"interval": "4s"})).await;
     let status = created.status.clone().unwrap();
     let id = status.id.clone().unwrap();
     let created_at = status.rotation.last_rotated_at.clone().unwrap();
@@ -259,13 +251,7 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
     let mut h = h;
     h.restart_operator().await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(
-        h.count("PUT /ai_gw/admin/v2/deployments/{deploymentId}")
-            .await,
-        0,
-        "{}",
-        h.stats().await
-    );
+    assert_eq!(h.count(DEPLOYMENT_PUT).await, 0, "{}", h.stats().await);
     assert!(
         h.count("GET /ai_gw/admin/v2/deployments/{deploymentId}")
             .await
@@ -282,14 +268,7 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
 async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
     let mut h = Harness::start("rot-crash").await;
     let deployments = h.env.api::<Deployment>();
-    support::create(
-        &deployments,
-        &rotating_deployment("crashy", json!({"trigger": "a"})),
-    )
-    .await;
-    let created = h
-        .wait_for::<Deployment>("crashy", WAIT, Deployment::ready)
-        .await;
+    let created = ready_rotating(&h, "crashy", json!({"trigger": "a"})).await;
     let id = created.status.unwrap().id.unwrap();
     let before = assert_secret_matches_remote(&h, "crashy-creds", &id).await;
 
@@ -610,25 +589,11 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
     let h = Harness::start("rot-recreate").await;
     create_workloads(&h).await;
     let deployments = h.env.api::<Deployment>();
-    support::create(
-        &deployments,
-        &rotating_deployment(
-            "edge",
-            json!({"restart": [{"kind": "Deployment", "name": "gw"}]}),
-        ),
+    let (first_id, first) = edge_created(
+        &h,
+        json!({"restart": [{"kind": "Deployment", "name": "gw"}]}),
     )
     .await;
-    let created = h
-        .wait_for::<Deployment>("edge", WAIT, Deployment::ready)
-        .await;
-    let first_id = created.status.as_ref().unwrap().id.clone().unwrap();
-    let first = assert_secret_matches_remote(&h, "edge-creds", &first_id).await;
-    assert!(
-        workload_annotation::<AppsDeployment>(&h, "gw")
-            .await
-            .is_none(),
-        "creating is not rotating"
-    );
 
     h.purge_deployment(&first_id).await;
     // Any change makes the controller read the gateway again (Deployments are read on every
@@ -728,15 +693,7 @@ async fn stripping_proxy(
 #[tokio::test]
 async fn an_incomplete_rotate_answer_is_done_again_never_completed_over_revoked_credentials() {
     let mut h = Harness::start("rot-incomplete").await;
-    let deployments = h.env.api::<Deployment>();
-    support::create(
-        &deployments,
-        &rotating_deployment("partial", json!({"trigger": "v1"})),
-    )
-    .await;
-    let created = h
-        .wait_for::<Deployment>("partial", WAIT, Deployment::ready)
-        .await;
+    let created = ready_rotating(&h, "partial", json!({"trigger": "v1"})).await;
     let id = created.status.unwrap().id.unwrap();
     let first = assert_secret_matches_remote(&h, "partial-creds", &id).await;
 
@@ -840,11 +797,7 @@ async fn a_rotation_interval_below_the_floor_is_refused_or_raised() {
     );
 
     // Taken by admission, below the operator's floor: raised to it.
-    support::create(
-        &deployments,
-        &rotating_deployment("fast", json!({"interval": "4s"})),
-    )
-    .await;
+    create_rotating(&h, "fast", json!({"interval": "4s"})).await;
     let raised = h
         .wait_for::<Deployment>("fast", WAIT, |d| {
             d.ready() && condition(d, "RotationIntervalRaised").is_some()
@@ -877,13 +830,7 @@ async fn a_rotation_interval_below_the_floor_is_refused_or_raised() {
     // Well past the 4 s: no rotation.
     h.reset_stats().await;
     tokio::time::sleep(Duration::from_secs(9)).await;
-    assert_eq!(
-        h.count("PUT /ai_gw/admin/v2/deployments/{deploymentId}")
-            .await,
-        0,
-        "{}",
-        h.stats().await
-    );
+    assert_eq!(h.count(DEPLOYMENT_PUT).await, 0, "{}", h.stats().await);
 
     // An interval at the floor clears the condition.
     h.env
@@ -908,12 +855,7 @@ async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
         spacing,
     });
     h.restart_operator().await;
-    let deployments = h.env.api::<Deployment>();
-    support::create(
-        &deployments,
-        &rotating_deployment("spaced", json!({"trigger": "a"})),
-    )
-    .await;
+    create_rotating(&h, "spaced", json!({"trigger": "a"})).await;
     h.wait_for::<Deployment>("spaced", WAIT, Deployment::ready)
         .await;
     let rotations = "PUT /ai_gw/admin/v2/deployments/{deploymentId}";
@@ -965,12 +907,7 @@ async fn a_process_dying_between_a_recovered_create_and_its_rotation_leaves_the_
     h.ctx
         .failpoints
         .arm(aigw::controller::runtime::failpoints::AFTER_RECOVERY_SAVED);
-    let deployments = h.env.api::<Deployment>();
-    support::create(
-        &deployments,
-        &rotating_deployment("recovered", json!({"trigger": "a"})),
-    )
-    .await;
+    create_rotating(&h, "recovered", json!({"trigger": "a"})).await;
     // Frozen right after the recovered id was saved, before any rotation was sent.
     let frozen = h
         .wait_for::<Deployment>("recovered", WAIT, |d| {

@@ -124,39 +124,39 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
         support::objects::create::<Config>(&h.env, name, spec).await;
     }
 
-    let hook_config = h
-        .wait_for::<Config>("hook", WAIT, |c| c.stalled_with("UnresolvedGuardrail"))
-        .await;
-    let (_, _, message) = hook_config.condition("GuardrailsResolved").unwrap();
-    assert!(
-        message.contains("the value of secret db/password at /before_request_hooks/0/id"),
-        "{message}"
-    );
-    let nested_config = h
-        .wait_for::<Config>("nested", WAIT, |c| c.stalled_with("UnresolvedGuardrail"))
-        .await;
-    let (_, _, message) = nested_config.condition("Ready").unwrap();
-    assert!(
-        message.contains("the value of secret db/nested at /targets/0/input_guardrails/0/id"),
-        "{message}"
-    );
-    let typed_config = h
-        .wait_for::<Config>("typed", WAIT, |c| c.stalled_with("InvalidSpec"))
-        .await;
-    let (_, _, message) = typed_config.condition("Ready").unwrap();
-    assert!(
-        message
-            .contains("/output_guardrails must be a list, but it is the value of secret db/typed"),
-        "{message}"
-    );
-    let parent_config = h
-        .wait_for::<Config>("parent", WAIT, |c| c.stalled_with("InvalidSpec"))
-        .await;
-    let (_, _, message) = parent_config.condition("Ready").unwrap();
-    assert!(
-        message.contains("/custom_headers/x-key cannot be set"),
-        "{message}"
-    );
+    // Each stalled with `reason`, its condition `type_` saying where the Secret's value went.
+    for (name, reason, type_, says) in [
+        (
+            "hook",
+            "UnresolvedGuardrail",
+            "GuardrailsResolved",
+            "the value of secret db/password at /before_request_hooks/0/id",
+        ),
+        (
+            "nested",
+            "UnresolvedGuardrail",
+            "Ready",
+            "the value of secret db/nested at /targets/0/input_guardrails/0/id",
+        ),
+        (
+            "typed",
+            "InvalidSpec",
+            "Ready",
+            "/output_guardrails must be a list, but it is the value of secret db/typed",
+        ),
+        (
+            "parent",
+            "InvalidSpec",
+            "Ready",
+            "/custom_headers/x-key cannot be set",
+        ),
+    ] {
+        let config = h
+            .wait_for::<Config>(name, WAIT, |c| c.stalled_with(reason))
+            .await;
+        let (_, _, message) = config.condition(type_).unwrap();
+        assert!(message.contains(says), "{message}");
+    }
     // The Secret's value is what is looked up: the guardrail it names exists, so it is written.
     let resolved = h.wait_for::<Config>("resolved", WAIT, |c| c.ready()).await;
     let slug = resolved

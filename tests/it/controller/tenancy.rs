@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
+use support::endpoints::CONFIG_DELETE;
 use support::harness::{Harness, Installation};
 use support::objects::{Conditions, Rotates, create, gateway, limits, routing};
 
@@ -189,12 +190,10 @@ async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
         create::<Config>(&h.env, name, spec).await;
     }
     let message = h
-        .env
         .condition_message::<Config>("adopt", WAIT, ("Stalled", "AdoptionNotAllowed"))
         .await;
     assert!(message.contains("allowAdoption"), "{message}");
     let message = h
-        .env
         .condition_message::<Config>("foreign", WAIT, ("Stalled", "WorkspaceNotAllowed"))
         .await;
     assert!(message.contains(WS_B), "{message}");
@@ -567,9 +566,7 @@ async fn two_installations_act_only_on_their_own_objects() {
     );
 
     let _ = connections.delete(&conn_b, &DeleteParams::default()).await;
-    drop(a);
-    drop(b);
-    h.stop().await;
+    stop_all(h, [a, b]).await;
 }
 
 /// Another installation's Config names nothing of this installation's: it does not take the
@@ -581,9 +578,7 @@ async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
     use aigw::controller::state::installation::ANNOTATION;
     use aigw::resources::Guardrail;
 
-    let mut h = Harness::start_with("ten-pin", DRIFT).await;
-    h.stop_operator().await;
-    let (a, b) = two_installations(&h).await;
+    let (h, a, b) = two_without_operator("ten-pin").await;
     // Claimed up front, so which installation has which is not a race.
     fn claimed<K: serde::de::DeserializeOwned>(kind: &str, name: &str, id: &str, spec: Value) -> K {
         serde_json::from_value(json!({
@@ -595,14 +590,11 @@ async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
     let guardrail = json!({"name": "pii", "workspaceId": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
         "actions": {"deny": true}});
-    h.env
-        .api::<Guardrail>()
-        .create(
-            &PostParams::default(),
-            &claimed("Guardrail", "pii", "inst-a", guardrail),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &h.env.api::<Guardrail>(),
+        &claimed("Guardrail", "pii", "inst-a", guardrail),
+    )
+    .await;
     h.wait_for::<Guardrail>("pii", WAIT, |g| g.ready()).await;
     assert!(
         a.state().await.to_string().contains("pii"),
@@ -611,16 +603,12 @@ async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
     let mut user = routing("user");
     user["resourceRefs"] =
         json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &claimed("Config", "user", "inst-b", user),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &h.env.api::<Config>(),
+        &claimed("Config", "user", "inst-b", user),
+    )
+    .await;
     let message = h
-        .env
         .condition_message::<Config>("user", WAIT, ("Stalled", "InvalidSpec"))
         .await;
     assert!(message.contains("another installation"), "{message}");
@@ -637,9 +625,7 @@ async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
         !a.state().await.to_string().contains("pii"),
         "the guardrail is gone from a's tenant"
     );
-    drop(a);
-    drop(b);
-    h.stop().await;
+    stop_all(h, [a, b]).await;
 }
 
 /// How often the guardrail `org-shared` shows in `installation`'s tenant.
@@ -726,6 +712,56 @@ async fn a_resource_refused_by_the_grants_is_not_claimed() {
     h.stop().await;
 }
 
+/// Stops the installations, then the harness.
+async fn stop_all<const N: usize>(h: Harness, installations: [Installation; N]) {
+    drop(installations);
+    h.stop().await;
+}
+
+/// A harness whose operator is stopped, and two installations (`inst-a`, `inst-b`) over its
+/// namespace.
+async fn two_without_operator(prefix: &str) -> (Harness, Installation, Installation) {
+    let mut h = Harness::start_with(prefix, DRIFT).await;
+    h.stop_operator().await;
+    let (a, b) = two_installations(&h).await;
+    (h, a, b)
+}
+
+/// Neither installation holds a copy of a config any more.
+async fn assert_no_copies(a: &Installation, b: &Installation) {
+    let (in_a, in_b) = (config_copies(a).await, config_copies(b).await);
+    assert_eq!(
+        (in_a, in_b),
+        (0, 0),
+        "copies after delete: a={in_a} b={in_b}"
+    );
+}
+
+/// The installation the Config's status records.
+fn recorded(config: &Config) -> Option<&str> {
+    config
+        .status
+        .as_ref()
+        .and_then(|s| s.installation.as_deref())
+}
+
+/// The Config `name` once it reports `Stalled`/`ClaimChanged` (`None` if it does not in time).
+async fn claim_changed(configs: &Api<Config>, name: &str) -> Option<Config> {
+    support::wait_until(WAIT, || async {
+        let config = configs.get(name).await.ok()?;
+        config.stalled_with("ClaimChanged").then_some(config)
+    })
+    .await
+}
+
+/// Rewrites the claim annotation of the Config `name` to the installation `id`.
+async fn rewrite_claim(configs: &Api<Config>, name: &str, id: &str) {
+    configs
+        .patch(name, &PatchParams::default(), &rewritten_claim(id))
+        .await
+        .unwrap();
+}
+
 /// The remote configs in `installation`'s tenant.
 async fn config_copies(installation: &support::harness::Installation) -> usize {
     let state = installation.state().await;
@@ -757,9 +793,7 @@ fn rewritten_claim(id: &str) -> Patch<Value> {
 /// created a second copy in its tenant and the first was left orphaned.
 #[tokio::test]
 async fn a_tenant_rewriting_the_claim_moves_nothing() {
-    let mut h = Harness::start_with("ten-move", DRIFT).await;
-    h.stop_operator().await;
-    let (a, b) = two_installations(&h).await;
+    let (h, a, b) = two_without_operator("ten-move").await;
     let configs = h.env.api::<Config>();
     support::create(&configs, &claimed_config("moved", "inst-a")).await;
     let ready = h.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
@@ -770,21 +804,10 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
         ["aigw.io/finalizer.inst-a"],
         "inst-a's own finalizer"
     );
-    let recorded = ready
-        .status
-        .as_ref()
-        .and_then(|s| s.installation.as_deref());
-    assert_eq!(recorded, Some("inst-a"));
+    assert_eq!(recorded(&ready), Some("inst-a"));
 
-    configs
-        .patch("moved", &PatchParams::default(), &rewritten_claim("inst-b"))
-        .await
-        .unwrap();
-    let stalled = support::wait_until(WAIT, || async {
-        let config = configs.get("moved").await.ok()?;
-        config.stalled_with("ClaimChanged").then_some(config)
-    })
-    .await;
+    rewrite_claim(&configs, "moved", "inst-b").await;
+    let stalled = claim_changed(&configs, "moved").await;
     // Both have had time to act (their drift interval is 1 s).
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (in_a, in_b) = (config_copies(&a).await, config_copies(&b).await);
@@ -818,10 +841,7 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
     assert_eq!(b.remote_writes().await, 0);
 
     // Restored: inst-a resumes, and applies the change.
-    configs
-        .patch("moved", &PatchParams::default(), &rewritten_claim("inst-a"))
-        .await
-        .unwrap();
+    rewrite_claim(&configs, "moved", "inst-a").await;
     let resumed = h.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
     assert!(!resumed.stalled_with("ClaimChanged"));
     assert!(a.remote_writes().await > writes_while_changed);
@@ -832,24 +852,16 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
     );
 
     // Rewritten again, then deleted: inst-a deletes its one copy, once; nothing hangs.
-    configs
-        .patch("moved", &PatchParams::default(), &rewritten_claim("inst-b"))
-        .await
-        .unwrap();
+    rewrite_claim(&configs, "moved", "inst-b").await;
     h.wait_for::<Config>("moved", WAIT, |c| c.stalled_with("ClaimChanged"))
         .await;
     h.env.delete_and_wait::<Config>("moved", WAIT).await;
-    let (in_a, in_b) = (config_copies(&a).await, config_copies(&b).await);
+    assert_no_copies(&a, &b).await;
     assert_eq!(
-        (in_a, in_b),
-        (0, 0),
-        "copies after delete: a={in_a} b={in_b}"
+        (a.count(CONFIG_DELETE).await, b.count(CONFIG_DELETE).await),
+        (1, 0)
     );
-    const DELETE: &str = "DELETE /ai_gw/v2/configs/{slug}";
-    assert_eq!((a.count(DELETE).await, b.count(DELETE).await), (1, 0));
-    drop(a);
-    drop(b);
-    h.stop().await;
+    stop_all(h, [a, b]).await;
 }
 
 /// A claim rewritten to an installation nobody runs (attack on issue 27): the installation the
@@ -858,25 +870,12 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
 /// the object alone, and its deletion waited on the shared finalizer for good.
 #[tokio::test]
 async fn a_claim_naming_nobody_does_not_hold_the_deletion() {
-    let mut h = Harness::start_with("ten-nobody", DRIFT).await;
-    h.stop_operator().await;
-    let (a, b) = two_installations(&h).await;
+    let (h, a, b) = two_without_operator("ten-nobody").await;
     let configs = h.env.api::<Config>();
     support::create(&configs, &claimed_config("stray", "inst-a")).await;
     h.wait_for::<Config>("stray", WAIT, |c| c.ready()).await;
-    configs
-        .patch(
-            "stray",
-            &PatchParams::default(),
-            &rewritten_claim("inst-gone"),
-        )
-        .await
-        .unwrap();
-    let stalled = support::wait_until(WAIT, || async {
-        let config = configs.get("stray").await.ok()?;
-        config.stalled_with("ClaimChanged").then_some(config)
-    })
-    .await;
+    rewrite_claim(&configs, "stray", "inst-gone").await;
+    let stalled = claim_changed(&configs, "stray").await;
     configs
         .delete("stray", &DeleteParams::default())
         .await
@@ -891,21 +890,14 @@ async fn a_claim_naming_nobody_does_not_hold_the_deletion() {
         "the deletion hangs on finalizers {:?}",
         left.and_then(|c| c.metadata.finalizers)
     );
-    let (in_a, in_b) = (config_copies(&a).await, config_copies(&b).await);
-    assert_eq!(
-        (in_a, in_b),
-        (0, 0),
-        "copies after delete: a={in_a} b={in_b}"
-    );
+    assert_no_copies(&a, &b).await;
     let stalled = stalled.expect("inst-a reports ClaimChanged");
     let (_, _, message) = stalled.condition("Stalled").unwrap();
     assert!(
         message.contains("inst-a") && message.contains("inst-gone"),
         "{message}"
     );
-    drop(a);
-    drop(b);
-    h.stop().await;
+    stop_all(h, [a, b]).await;
 }
 
 /// An object from before finalizers were per installation (the shared `aigw.io/finalizer`,
@@ -923,28 +915,19 @@ async fn an_object_with_the_shared_finalizer_is_cleaned_up_by_its_installation()
     let (a, b) = two_installations(&h).await;
     let ready = h.wait_for::<Config>("old", WAIT, |c| c.ready()).await;
     assert_eq!(
-        ready.metadata.finalizers.unwrap_or_default(),
+        ready.metadata.finalizers.clone().unwrap_or_default(),
         ["aigw.io/finalizer"],
         "no second finalizer"
     );
-    let recorded = ready
-        .status
-        .as_ref()
-        .and_then(|s| s.installation.as_deref());
-    assert_eq!(recorded, Some("inst-a"));
+    assert_eq!(recorded(&ready), Some("inst-a"));
     h.env.delete_and_wait::<Config>("old", WAIT).await;
-    let (in_a, in_b) = (config_copies(&a).await, config_copies(&b).await);
+    assert_no_copies(&a, &b).await;
     assert_eq!(
-        (in_a, in_b),
-        (0, 0),
-        "copies after delete: a={in_a} b={in_b}"
+        (a.count(CONFIG_DELETE).await, b.count(CONFIG_DELETE).await),
+        (1, 0)
     );
-    const DELETE: &str = "DELETE /ai_gw/v2/configs/{slug}";
-    assert_eq!((a.count(DELETE).await, b.count(DELETE).await), (1, 0));
     assert!(b.writes_to("configs", "old").is_empty());
-    drop(a);
-    drop(b);
-    h.stop().await;
+    stop_all(h, [a, b]).await;
 }
 
 /// The same attack on a cluster-scoped object both installations select: a ClusterGuardrail
@@ -955,9 +938,7 @@ async fn an_object_with_the_shared_finalizer_is_cleaned_up_by_its_installation()
 async fn a_rewritten_claim_on_a_cluster_scoped_object_moves_nothing() {
     use aigw::controller::state::installation::ANNOTATION;
     use aigw::resources::ClusterGuardrail;
-    let mut h = Harness::start_with("ten-movec", DRIFT).await;
-    h.stop_operator().await;
-    let (a, b) = two_installations(&h).await;
+    let (h, a, b) = two_without_operator("ten-movec").await;
     let spec = json!({"name": "org-shared",
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
         "actions": {"deny": true}});
@@ -1005,7 +986,5 @@ async fn a_rewritten_claim_on_a_cluster_scoped_object_moves_nothing() {
         (guardrail_copies(&a).await, guardrail_copies(&b).await),
         (0, 0)
     );
-    drop(a);
-    drop(b);
-    h.stop().await;
+    stop_all(h, [a, b]).await;
 }

@@ -119,8 +119,10 @@ impl<'h> Matrix<'h> {
     }
 
     fn object<F: ByRef>(name: &str, spec: Value) -> DynamicObject {
-        serde_json::from_value(json!({"apiVersion": "aigw.io/v1alpha1", "kind": F::KIND,
-            "metadata": {"name": name}, "spec": spec}))
+        serde_json::from_value(
+            json!({"apiVersion": "aigw.io/v1alpha1", "kind": F::META.kind,
+            "metadata": {"name": name}, "spec": spec}),
+        )
         .unwrap()
     }
 
@@ -128,7 +130,7 @@ impl<'h> Matrix<'h> {
         self.api
             .create(&PostParams::default(), &Self::object::<F>(name, spec))
             .await
-            .unwrap_or_else(|e| panic!("{} {name}: create refused: {e}", F::KIND));
+            .unwrap_or_else(|e| panic!("{} {name}: create refused: {e}", F::META.kind));
     }
 
     /// What admission answers to `spec` (a dry run: nothing is stored).
@@ -158,7 +160,7 @@ impl<'h> Matrix<'h> {
             Some(found) => found,
             None => panic!(
                 "{} ({check}): {name} did not get there\n--- object ---\n{}\n--- events ---\n{}",
-                F::KIND,
+                F::META.kind,
                 serde_yaml::to_string(&get().await).unwrap_or_default(),
                 self.h.env.events_text().await
             ),
@@ -183,31 +185,31 @@ impl<'h> Matrix<'h> {
             done(&w).then_some(w)
         })
         .await;
-        match found {
-            Some(w) => w,
-            None => panic!(
-                "Workspace {name} did not get there\n{}",
-                self.h.cluster_events_text().await
-            ),
+        if let Some(w) = found {
+            return w;
         }
+        panic!(
+            "Workspace {name} did not get there\n{}",
+            self.h.cluster_events_text().await
+        )
     }
 
     /// POSTs of the kind's creates so far.
     async fn posts<F: ByRef>(&self) -> u64 {
         count_in(
             &self.h.stats().await,
-            &format!("POST {}", F::REMOTE.collection),
+            &format!("POST {}", F::META.remote.collection),
         )
     }
 
     /// The workspace the emulator holds the remote object of `object` (Ready) in.
     async fn remote_workspace<F: ByRef>(&self, object: &Value) -> Value {
-        let key = object["status"][F::REMOTE.key].clone();
+        let key = object["status"][F::META.remote.key].clone();
         let state = self.h.state().await;
-        let remote = state[F::REMOTE.state]
+        let remote = state[F::META.remote.state]
             .as_array()
-            .and_then(|all| all.iter().find(|r| r[F::REMOTE.key] == key))
-            .unwrap_or_else(|| panic!("{}: no remote object {key} in {state}", F::KIND));
+            .and_then(|all| all.iter().find(|r| r[F::META.remote.key] == key))
+            .unwrap_or_else(|| panic!("{}: no remote object {key} in {state}", F::META.kind));
         remote["workspace_id"].clone()
     }
 
@@ -223,7 +225,7 @@ impl<'h> Matrix<'h> {
         let object = self
             .wait::<F, _>(check, name, |o| ready(o).then(|| o.clone()))
             .await;
-        let kind = F::KIND;
+        let kind = F::META.kind;
         assert_eq!(
             self.remote_workspace::<F>(&object).await,
             workspace_id,
@@ -248,12 +250,14 @@ async fn run<F: ByRef>(prefix: &str) {
     let h =
         Harness::start_with_grants(&prefix.replace('_', "-"), Duration::from_secs(1), grants).await;
     F::prepare(&h).await;
-    let m = Matrix::new::<F>(&h);
-    admission::<F>(&m).await;
-    resolved::<F>(&m).await;
-    refused::<F>(&m).await;
-    waits::<F>(&m).await;
-    drop(m);
+    {
+        // The matrix borrows the harness: it goes before the harness stops.
+        let m = Matrix::new::<F>(&h);
+        admission::<F>(&m).await;
+        resolved::<F>(&m).await;
+        refused::<F>(&m).await;
+        waits::<F>(&m).await;
+    }
     h.stop().await;
 }
 
@@ -269,7 +273,7 @@ async fn admission<F: ByRef>(m: &Matrix<'_>) {
     assert!(
         message.contains("spec.workspaceRef") && message.contains("spec.workspaceId"),
         "{} (admission): {message}",
-        F::KIND
+        F::META.kind
     );
     let neither = m.admit::<F>("neither", m.spec::<F>("neither", None)).await;
     match F::EXACTLY_ONE {
@@ -278,15 +282,15 @@ async fn admission<F: ByRef>(m: &Matrix<'_>) {
             assert!(
                 message.contains("spec.workspaceRef") && message.contains("spec.workspaceId"),
                 "{} (admission): {message}",
-                F::KIND
+                F::META.kind
             );
         }
-        false => neither.unwrap_or_else(|e| panic!("{} (admission): {e}", F::KIND)),
+        false => neither.unwrap_or_else(|e| panic!("{} (admission): {e}", F::META.kind)),
     }
     let by_ref = m.admit::<F>("by-ref", m.spec::<F>("by-ref", Some("team")));
     by_ref
         .await
-        .unwrap_or_else(|e| panic!("{} (admission): {e}", F::KIND));
+        .unwrap_or_else(|e| panic!("{} (admission): {e}", F::META.kind));
 }
 
 /// (1) Created with one POST in the workspace the Workspace recorded.
@@ -301,7 +305,12 @@ async fn resolved<F: ByRef>(m: &Matrix<'_>) {
         .created_once_in::<F>("resolved", "inside", &team_id, posts)
         .await;
     // The spec is as written: the id lives only in what the reconcile acted on.
-    assert_eq!(inside["spec"]["workspaceId"], Value::Null, "{}", F::KIND);
+    assert_eq!(
+        inside["spec"]["workspaceId"],
+        Value::Null,
+        "{}",
+        F::META.kind
+    );
 }
 
 /// (2) A Workspace not granted: refused naming the resource, not its workspace; no write.
@@ -320,19 +329,19 @@ async fn refused<F: ByRef>(m: &Matrix<'_>) {
     assert!(
         message.contains("spec.workspaceRef") && message.contains(&resource),
         "{} (refused): {message}",
-        F::KIND
+        F::META.kind
     );
     assert!(
         !message.contains(&other_id),
         "{} (refused): {message}",
-        F::KIND
+        F::META.kind
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
         m.h.remote_writes().await,
         writes,
         "{} (refused): written: {}",
-        F::KIND,
+        F::META.kind,
         m.h.stats().await
     );
 }
@@ -350,7 +359,7 @@ async fn waits<F: ByRef>(m: &Matrix<'_>) {
     assert!(
         message.contains("spec.workspaceRef") && message.contains(&m.h.cluster_name("later")),
         "{} (waits): {message}",
-        F::KIND
+        F::META.kind
     );
 
     // Its create is refused at the bind: it recorded its workspace and is not Ready.
@@ -369,7 +378,7 @@ async fn waits<F: ByRef>(m: &Matrix<'_>) {
         m.posts::<F>().await,
         posts,
         "{} (waits): created while the Workspace is not Ready: {later}",
-        F::KIND
+        F::META.kind
     );
 
     m.h.faults(json!({})).await;

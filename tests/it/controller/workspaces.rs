@@ -11,7 +11,7 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{Config, Workspace};
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use support::endpoints::{
     CONFIG_POST, SCOPE_DELETE, SCOPE_POST, SCOPE_PUT, WORKSPACE_DELETE, WORKSPACE_POST,
@@ -55,6 +55,56 @@ fn binds(scope: &Value, slug: &str) -> bool {
         r.iter()
             .any(|r| r["resource_type"] == "workspace" && r["resource_id"] == slug)
     })
+}
+
+/// Merge-patches this test's Workspace `name` with `patch`.
+async fn patch_workspace(h: &Harness, name: &str, patch: Value) {
+    support::merge_patch(&api(h), &h.cluster_name(name), patch).await;
+}
+
+/// Deletes the Workspace `workspace` that the Config `config` names: its archive waits,
+/// naming the Config, until the Config is deleted; then it goes.
+async fn archived_once_config_lets_go(h: &Harness, workspace: &str, config: &str) {
+    h.delete_cluster::<Workspace>(workspace).await;
+    let message = h
+        .cluster_condition_message::<Workspace>(workspace, WAIT, ("Stalled", "StillReferenced"))
+        .await;
+    let holder = format!("Config {}/{config}", h.env.namespace);
+    assert!(message.contains(&holder), "{message}");
+    assert_eq!(h.count(WORKSPACE_DELETE).await, 0, "archived while named");
+    h.env
+        .api::<Config>()
+        .delete(config, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(h, workspace).await;
+}
+
+/// The remote workspace whose `key` is `value`.
+async fn remote_workspace(h: &Harness, key: &str, value: &str) -> Value {
+    workspaces(h)
+        .await
+        .into_iter()
+        .find(|w| w[key] == value)
+        .unwrap()
+}
+
+/// Deletes the Configs `names`.
+async fn delete_configs(configs: &Api<Config>, names: &[&str]) {
+    for name in names {
+        configs
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+}
+
+/// A harness whose Connection grants the namespace the Workspace resource `team` (created).
+async fn with_team_granted(prefix: &str) -> Harness {
+    let grants = json!([{"namespaces": ["{ns}"], "workspaces": ["{ns}-team"]}]);
+    let h = Harness::start_with_grants(prefix, Duration::from_secs(1), grants).await;
+    create(&h, "team", json!({"name": "Team"})).await;
+    h
 }
 
 /// The status of a Ready Workspace: its id, slug and scope name.
@@ -143,29 +193,12 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
     assert_eq!(h.count(SCOPE_PUT).await, 3, "the edit and one bind");
 
     // A Config of the cluster names the workspace: the archive waits, naming it.
-    let configs: Api<Config> = h.env.api();
     let mut holder = support::objects::routing("in-pay");
     holder["workspaceId"] = json!(id);
     holder["deletionPolicy"] = json!("Orphan");
     support::objects::create::<Config>(&h.env, "in-pay", holder).await;
-    h.delete_cluster::<Workspace>("pay").await;
-    let message = h
-        .cluster_condition_message::<Workspace>("pay", WAIT, ("Stalled", "StillReferenced"))
-        .await;
-    let holder_name = format!("Config {}/in-pay", h.env.namespace);
-    assert!(message.contains(&holder_name), "{message}");
-    assert_eq!(h.count(WORKSPACE_DELETE).await, 0, "archived while named");
-
-    configs
-        .delete("in-pay", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_gone(&h, "pay").await;
-    let archived = workspaces(&h)
-        .await
-        .into_iter()
-        .find(|w| w["id"] == id.as_str())
-        .unwrap();
+    archived_once_config_lets_go(&h, "pay", "in-pay").await;
+    let archived = remote_workspace(&h, "id", &id).await;
     assert_eq!(archived["status"], "archived");
     assert!(
         scope(&h, &scope_name).await.is_none(),
@@ -277,28 +310,14 @@ async fn the_default_workspace_is_adopted_and_observed_but_never_archived() {
 
     // Observe reports a difference and writes nothing.
     let patch = json!({"spec": {"description": "the organisation", "managementPolicy": "Observe"}});
-    api(&h)
-        .patch(
-            &h.cluster_name("default"),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .unwrap();
+    patch_workspace(&h, "default", patch).await;
     let drifted = h
         .wait_cluster::<Workspace>("default", WAIT, |w| w.is_true("Drifted"))
         .await;
     let (_, _, message) = drifted.condition("Drifted").unwrap();
     assert!(message.contains("description"), "{message}");
     let back = json!({"spec": {"managementPolicy": "Full", "description": null}});
-    api(&h)
-        .patch(
-            &h.cluster_name("default"),
-            &PatchParams::default(),
-            &Patch::Merge(&back),
-        )
-        .await
-        .unwrap();
+    patch_workspace(&h, "default", back).await;
     h.wait_cluster::<Workspace>("default", WAIT, |w| w.ready())
         .await;
 
@@ -309,20 +328,9 @@ async fn the_default_workspace_is_adopted_and_observed_but_never_archived() {
         .await;
     assert!(message.contains("deletionPolicy: Orphan"), "{message}");
     let orphan = json!({"spec": {"deletionPolicy": "Orphan"}});
-    api(&h)
-        .patch(
-            &h.cluster_name("default"),
-            &PatchParams::default(),
-            &Patch::Merge(&orphan),
-        )
-        .await
-        .unwrap();
+    patch_workspace(&h, "default", orphan).await;
     wait_gone(&h, "default").await;
-    let kept = workspaces(&h)
-        .await
-        .into_iter()
-        .find(|w| w["slug"] == slug.as_str())
-        .unwrap();
+    let kept = remote_workspace(&h, "slug", &slug).await;
     assert_eq!(kept["status"], "active");
     assert_eq!(h.count(WORKSPACE_DELETE).await, 0);
     assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
@@ -434,9 +442,7 @@ async fn a_default_config_in_the_workspace_is_set_once_its_config_is_ready() {
 /// recorded (its UUID), and for no other.
 #[tokio::test]
 async fn a_grant_naming_a_workspace_resource_lets_a_namespace_into_that_workspace_only() {
-    let grants = json!([{"namespaces": ["{ns}"], "workspaces": ["{ns}-team"]}]);
-    let h = Harness::start_with_grants("ws-grant", Duration::from_secs(1), grants).await;
-    create(&h, "team", json!({"name": "Team"})).await;
+    let h = with_team_granted("ws-grant").await;
     let ready = h
         .wait_cluster::<Workspace>("team", WAIT, |w| w.ready())
         .await;
@@ -450,16 +456,10 @@ async fn a_grant_naming_a_workspace_resource_lets_a_namespace_into_that_workspac
     }
     h.wait_for::<Config>("inside", WAIT, |c| c.ready()).await;
     let message = h
-        .env
         .condition_message::<Config>("outside", WAIT, ("Stalled", "WorkspaceNotAllowed"))
         .await;
     assert!(message.contains(OUTSIDE), "{message}");
-    for name in ["inside", "outside"] {
-        configs
-            .delete(name, &DeleteParams::default())
-            .await
-            .unwrap();
-    }
+    delete_configs(&configs, &["inside", "outside"]).await;
     h.stop().await;
 }
 
@@ -478,7 +478,6 @@ async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in
     spec["deletionPolicy"] = json!("Orphan");
     support::objects::create::<Config>(&h.env, "by-ref", spec).await;
     let message = h
-        .env
         .condition_message::<Config>("by-ref", WAIT, ("Stalled", "WorkspaceNotReady"))
         .await;
     assert!(message.contains("spec.workspaceRef"), "{message}");
@@ -502,18 +501,7 @@ async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in
     assert_eq!(h.remote_writes().await, writes, "0 writes at steady state");
 
     // The Workspace's archive waits while the Config names it by resource.
-    h.delete_cluster::<Workspace>("later").await;
-    let message = h
-        .cluster_condition_message::<Workspace>("later", WAIT, ("Stalled", "StillReferenced"))
-        .await;
-    let holder = format!("Config {}/by-ref", h.env.namespace);
-    assert!(message.contains(&holder), "{message}");
-    assert_eq!(h.count(WORKSPACE_DELETE).await, 0, "archived while named");
-    configs
-        .delete("by-ref", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_gone(&h, "later").await;
+    archived_once_config_lets_go(&h, "later", "by-ref").await;
     assert_eq!(h.count(WORKSPACE_DELETE).await, 1);
     h.stop().await;
 }
@@ -523,9 +511,7 @@ async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in
 /// workspace it stands for; the granted one is created in.
 #[tokio::test]
 async fn a_workspace_named_by_resource_outside_the_grants_is_refused_before_any_write() {
-    let grants = json!([{"namespaces": ["{ns}"], "workspaces": ["{ns}-team"]}]);
-    let h = Harness::start_with_grants("ws-refgrant", Duration::from_secs(1), grants).await;
-    create(&h, "team", json!({"name": "Team"})).await;
+    let h = with_team_granted("ws-refgrant").await;
     create(&h, "other", json!({"name": "Other"})).await;
     let team = h
         .wait_cluster::<Workspace>("team", WAIT, |w| w.ready())
@@ -547,17 +533,11 @@ async fn a_workspace_named_by_resource_outside_the_grants_is_refused_before_any_
     let remote = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     assert_eq!(remote["workspace_id"], team_id.as_str(), "{remote}");
     let message = h
-        .env
         .condition_message::<Config>("outside", WAIT, ("Stalled", "WorkspaceNotAllowed"))
         .await;
     assert!(message.contains("spec.workspaceRef"), "{message}");
     assert!(!message.contains(&other_id), "{message}");
     assert_eq!(h.count(CONFIG_POST).await, 1, "only the granted one");
-    for name in ["inside", "outside"] {
-        configs
-            .delete(name, &DeleteParams::default())
-            .await
-            .unwrap();
-    }
+    delete_configs(&configs, &["inside", "outside"]).await;
     h.stop().await;
 }

@@ -59,6 +59,18 @@ fn code(output: &Output) -> i32 {
     output.status.code().expect("aigw was killed")
 }
 
+/// Asserts the run's output `report` says `expected`; else a panic showing it.
+fn assert_in(report: &str, expected: &str) {
+    assert!(report.contains(expected), "{report}");
+}
+
+/// The output of a run that exited with `expected`; else a panic showing it.
+fn exited(output: &Output, expected: i32) -> String {
+    let report = text(output);
+    assert_eq!(code(output), expected, "{report}");
+    report
+}
+
 const GOOD: &str = r#"
 apiVersion: v1
 kind: Namespace
@@ -89,29 +101,23 @@ fn validate_accepts_a_good_set_and_counts_what_it_ignored() {
     std::fs::write(dir.path().join("nested/set.yaml"), GOOD).unwrap();
     std::fs::write(dir.path().join("notes.txt"), "not a manifest").unwrap();
     let out = aigw(&["validate", "-f", dir.path().to_str().unwrap()]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
-    assert!(
-        text(&out).contains(
-            "checked 2 aigw resources (1 Config, 1 RateLimitsPolicy), ignored 1 other document: valid"
-        ),
-        "{}",
-        text(&out)
+    let report = exited(&out, 0);
+    assert_in(
+        &report,
+        "checked 2 aigw resources (1 Config, 1 RateLimitsPolicy), ignored 1 other document: valid",
     );
 }
 
 #[test]
 fn validate_reads_stdin() {
     let out = aigw_stdin(&["validate", "-f", "-"], GOOD);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    exited(&out, 0);
     let bad = GOOD.replace("unit: rpm", "unit: rps");
     let out = aigw_stdin(&["validate", "-f", "-"], &bad);
-    assert_eq!(code(&out), 1, "{}", text(&out));
-    assert!(
-        text(&out).contains(
-            "-#2: RateLimitsPolicy team-a/per-key: spec.unit: Unsupported value: \"rps\""
-        ),
-        "{}",
-        text(&out)
+    let report = exited(&out, 1);
+    assert_in(
+        &report,
+        "-#2: RateLimitsPolicy team-a/per-key: spec.unit: Unsupported value: \"rps\"",
     );
 }
 
@@ -127,8 +133,7 @@ fn validate_names_file_document_resource_and_field_of_each_problem() {
         + "---\napiVersion: aigw.io/v1alpha1\nkind: Deployment\nmetadata: {name: edge, namespace: team-a}\nspec: {name: edge, credentialsSecretRef: {name: edge-creds}, rotation: {interval: 30days}}\n";
     std::fs::write(&file, bad).unwrap();
     let out = aigw(&["validate", "-f", file.to_str().unwrap()]);
-    let report = text(&out);
-    assert_eq!(code(&out), 1, "{report}");
+    let report = exited(&out, 1);
     let at = file.display();
     for expected in [
         format!("{at}#1: Config team-a/routing: spec.colour: unknown field \"spec.colour\""),
@@ -150,7 +155,7 @@ fn validate_names_file_document_resource_and_field_of_each_problem() {
             "missing {expected:?} in:\n{report}"
         );
     }
-    assert!(report.contains(": 5 problems"), "{report}");
+    assert_in(&report, ": 5 problems");
 }
 
 /// ApiKey manifests are checked offline as the operator and the apiserver would: a good one
@@ -162,7 +167,7 @@ fn validate_checks_api_keys_naming_each_field() {
         spec: {name: billing, kind: service, scopes: [completions.write], secretRef: {name: billing-key},\
         rotation: {interval: 30d, transitionPeriod: 1h, restart: [{kind: Deployment, name: billing}]}}\n";
     let out = aigw_stdin(&["validate", "-f", "-"], good);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    exited(&out, 0);
     let bad = good
         .replace("transitionPeriod: 1h", "transitionPeriod: 10m")
         .replace("interval: 30d", "interval: 30days")
@@ -170,8 +175,7 @@ fn validate_checks_api_keys_naming_each_field() {
         spec: {name: personal, kind: user, scopes: [], secretRef: {name: personal-key},\
         rotationPolicy: {rotationPeriod: weekly}}\n";
     let out = aigw_stdin(&["validate", "-f", "-"], &bad);
-    let report = text(&out);
-    assert_eq!(code(&out), 1, "{report}");
+    let report = exited(&out, 1);
     for expected in [
         "-#0: ApiKey team-a/billing: spec.rotation.interval",
         "-#0: ApiKey team-a/billing: spec.rotation.transitionPeriod",
@@ -205,19 +209,16 @@ fn validate_finds_duplicate_names_and_duplicate_claims() {
     ]
     .join("---\n");
     let out = aigw_stdin(&["validate", "-f", "-"], &set);
-    let report = text(&out);
-    assert_eq!(code(&out), 1, "{report}");
-    assert!(
-        report.contains("-#1: Config team-a/b: spec.slug: duplicate: Config pc-1 is also claimed by Config team-a/a at -#0"),
-        "{report}"
+    let report = exited(&out, 1);
+    assert_in(
+        &report,
+        "-#1: Config team-a/b: spec.slug: duplicate: Config pc-1 is also claimed by Config team-a/a at -#0",
     );
-    assert!(
-        report.contains(
-            "-#2: Config team-a/a: metadata.name: duplicate: Config team-a/a is also defined at -#0"
-        ),
-        "{report}"
+    assert_in(
+        &report,
+        "-#2: Config team-a/a: metadata.name: duplicate: Config team-a/a is also defined at -#0",
     );
-    assert!(report.contains(": 2 problems"), "{report}");
+    assert_in(&report, ": 2 problems");
 }
 
 /// 1,000 generated resources; the time is printed for the report, not asserted.
@@ -245,12 +246,8 @@ fn validate_a_thousand_resources() {
     let started = std::time::Instant::now();
     let out = aigw(&["validate", "-f", file.to_str().unwrap()]);
     eprintln!("validate of 1000 resources took {:?}", started.elapsed());
-    assert_eq!(code(&out), 0, "{}", text(&out));
-    assert!(
-        text(&out).contains("checked 1000 aigw resources"),
-        "{}",
-        text(&out)
-    );
+    let report = exited(&out, 0);
+    assert_in(&report, "checked 1000 aigw resources");
 }
 
 /// Remote writes recorded by the emulator.
@@ -272,6 +269,22 @@ struct Remote {
 }
 
 impl Remote {
+    fn of(url: String) -> Self {
+        Remote {
+            url,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// An emulator of its own, and its API.
+    async fn spawn() -> (aigw::emulator::Running, Self) {
+        let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+            .await
+            .unwrap();
+        let remote = Remote::of(emulator.management_url());
+        (emulator, remote)
+    }
+
     async fn call(&self, method: Method, path: &str, body: Value) -> Value {
         call_api(&self.http, &self.url, method, path, Some(body)).await
     }
@@ -284,6 +297,42 @@ impl Remote {
     async fn reset_stats(&self) {
         let url = format!("{}/_emulator/stats", self.url);
         self.http.delete(url).send().await.unwrap();
+    }
+}
+
+/// A seeded emulator of its own, exported into a set of files.
+struct Exported {
+    _emulator: aigw::emulator::Running,
+    remote: Remote,
+    dir: tempfile::TempDir,
+    /// The exported set's directory.
+    set: String,
+    url: String,
+    /// The file holding the token.
+    token: String,
+}
+
+impl Exported {
+    /// [`seed`], then `aigw export` (with `flags`) of it; the emulator's counts reset after.
+    async fn seeded(flags: &[&str]) -> Self {
+        let (emulator, remote) = Remote::spawn().await;
+        seed(&remote).await;
+        let dir = tempfile::tempdir().unwrap();
+        let token = token_file(dir.path(), TOKEN);
+        let url = emulator.management_url();
+        let set = dir.path().join("set").to_str().unwrap().to_string();
+        let mut export = vec!["export", "--out", &set];
+        export.extend(flags);
+        exited(&aigw_async(connected(&export, &url, &token)).await, 0);
+        remote.reset_stats().await;
+        Exported {
+            _emulator: emulator,
+            remote,
+            dir,
+            set,
+            url,
+            token,
+        }
     }
 }
 
@@ -351,6 +400,12 @@ fn token_file(dir: &Path, token: &str) -> String {
     path.display().to_string()
 }
 
+/// Creates the object the YAML document `yaml` holds in the test's namespace.
+async fn create_yaml<K: support::NamespacedKind>(h: &Harness, yaml: &str) {
+    let object: K = serde_yaml::from_str(yaml).unwrap();
+    support::create(&h.env.api(), &object).await;
+}
+
 /// Runs the binary off the async runtime, so the in-process emulator keeps serving.
 async fn aigw_async(args: Vec<String>) -> Output {
     tokio::task::spawn_blocking(move || {
@@ -365,47 +420,36 @@ fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
+/// `cmd` against the management API at `url`, with the token in the file `token`.
+fn connected(cmd: &[&str], url: &str, token: &str) -> Vec<String> {
+    let mut all = args(cmd);
+    all.extend(args(&["--management-url", url, "--token-file", token]));
+    all
+}
+
+/// Replaces `from` by `to` in the file `path`; its new content.
+fn edit_file(path: &Path, from: &str, to: &str) -> String {
+    let edited = std::fs::read_to_string(path).unwrap().replace(from, to);
+    std::fs::write(path, &edited).unwrap();
+    edited
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_exits_0_2_and_1_and_never_writes() {
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .unwrap();
-    let remote = Remote {
-        url: emulator.management_url(),
-        http: reqwest::Client::new(),
-    };
-    seed(&remote).await;
-    let dir = tempfile::tempdir().unwrap();
-    let token = token_file(dir.path(), TOKEN);
-    let url = emulator.management_url();
-    let set = dir.path().join("set");
-    let set = set.to_str().unwrap();
-    let connection = |cmd: &[&str]| {
-        let mut all = args(cmd);
-        all.extend(args(&["--management-url", &url, "--token-file", &token]));
-        all
-    };
-    let out = aigw_async(connection(&[
-        "export",
-        "--out",
-        set,
-        "--namespace",
-        "team-a",
-    ]))
-    .await;
-    assert_eq!(code(&out), 0, "{}", text(&out));
-    remote.reset_stats().await;
+    let exported = Exported::seeded(&["--namespace", "team-a"]).await;
+    let (remote, dir, set) = (&exported.remote, exported.dir.path(), exported.set.as_str());
+    let (url, token) = (&exported.url, &exported.token);
+    let connection = |cmd: &[&str]| connected(cmd, url, token);
 
     // The export of the tenant: every resource adopts its object, which already matches.
     // Without cluster access the plan cannot say so of the config's and the guardrails' strings
     // (it never compares them with the manifest's: that would tell a guess from the truth), so
     // those three may write: exit 2. The deployment and the policies match: in sync.
     let out = aigw_async(connection(&["plan", "-f", set])).await;
-    let plan = text(&out);
-    assert_eq!(code(&out), 2, "{plan}");
-    assert!(
-        plan.contains("Plan: 0 to create, 0 to update, 6 to adopt, 0 unchanged, 0 in conflict."),
-        "{plan}"
+    let plan = exited(&out, 2);
+    assert_in(
+        &plan,
+        "Plan: 0 to create, 0 to update, 6 to adopt, 0 unchanged, 0 in conflict.",
     );
     assert_eq!(
         plan.matches("(may write; remote values hidden)").count(),
@@ -420,36 +464,25 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
 
     // A changed document, a changed policy and a new config: exit 2, field by field.
     let config_file = Path::new(set).join("config-chat-routing.yaml");
-    let edited = std::fs::read_to_string(&config_file)
-        .unwrap()
-        .replace("attempts: 2", "attempts: 3");
-    std::fs::write(&config_file, edited).unwrap();
+    edit_file(&config_file, "attempts: 2", "attempts: 3");
     let policy_file = Path::new(set).join("ratelimitspolicy-per-key.yaml");
-    let edited = std::fs::read_to_string(&policy_file)
-        .unwrap()
-        .replace("value: 100.0", "value: 250");
-    std::fs::write(&policy_file, edited).unwrap();
-    std::fs::write(
-        Path::new(set).join("new.yaml"),
-        "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: fresh, namespace: team-a}\nspec: {name: fresh, config: {cache: {mode: simple}, targets: [{provider: '@openai', custom_headers: {authorization: sk-never-printed}}]}}\n",
-    )
-    .unwrap();
+    edit_file(&policy_file, "value: 100.0", "value: 250");
+    std::fs::write(Path::new(set).join("new.yaml"), "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: fresh, namespace: team-a}\nspec: {name: fresh, config: {cache: {mode: simple}, targets: [{provider: '@openai', custom_headers: {authorization: sk-never-printed}}]}}\n").unwrap();
     let out = aigw_async(connection(&["plan", "-f", set])).await;
-    let plan = text(&out);
-    assert_eq!(code(&out), 2, "{plan}");
+    let plan = exited(&out, 2);
     assert!(
         plan.contains("-     \"attempts\": 2\n") && plan.contains("+     \"attempts\": 3\n"),
         "{plan}"
     );
-    assert!(plan.contains("    value: 100.0 → 250.0\n"), "{plan}");
-    assert!(plan.contains("Config team-a/fresh ("), "{plan}");
+    assert_in(&plan, "    value: 100.0 → 250.0\n");
+    assert_in(&plan, "Config team-a/fresh (");
     assert!(
         !plan.contains("sk-never-printed"),
         "a secret was printed:\n{plan}"
     );
 
     let out = aigw_async(connection(&["plan", "-f", set, "--output", "json"])).await;
-    assert_eq!(code(&out), 2, "{}", text(&out));
+    exited(&out, 2);
     let document: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(document["version"], 1);
     assert_eq!(document["summary"]["create"], 1);
@@ -468,24 +501,19 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
     // The same edits under `managementPolicy: Observe` are differences the operator would
     // report, never writes: the policy is planned as `observe`; the remaining changes (the
     // config, the new Config) still give exit 2, and without them exit 0.
-    let edited = std::fs::read_to_string(&policy_file)
-        .unwrap()
-        .replace("managementPolicy: Full", "managementPolicy: Observe");
-    assert!(edited.contains("managementPolicy: Observe"), "{edited}");
-    std::fs::write(&policy_file, edited).unwrap();
+    let edited = edit_file(
+        &policy_file,
+        "managementPolicy: Full",
+        "managementPolicy: Observe",
+    );
+    assert_in(&edited, "managementPolicy: Observe");
     let out = aigw_async(connection(&["plan", "-f", set])).await;
     let plan = text(&out);
-    assert!(plan.contains("per-key.yaml#0): observe"), "{plan}");
-    assert!(plan.contains("    value: 100.0 → 250.0\n"), "{plan}");
-    assert!(
-        plan.contains("1 observed (Observe: never written)"),
-        "{plan}"
-    );
+    assert_in(&plan, "per-key.yaml#0): observe");
+    assert_in(&plan, "    value: 100.0 → 250.0\n");
+    assert_in(&plan, "1 observed (Observe: never written)");
     std::fs::remove_file(Path::new(set).join("new.yaml")).unwrap();
-    let config_back = std::fs::read_to_string(&config_file)
-        .unwrap()
-        .replace("attempts: 3", "attempts: 2");
-    std::fs::write(&config_file, config_back).unwrap();
+    edit_file(&config_file, "attempts: 3", "attempts: 2");
     // The config and the guardrails still may write (their remote values are hidden): the
     // policy alone.
     let out = aigw_async(connection(&["plan", "-f", policy_file.to_str().unwrap()])).await;
@@ -497,20 +525,20 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
     );
 
     // A bad token and an unreachable API: exit 1.
-    let bad_token = dir.path().join("bad-token");
+    let bad_token = dir.join("bad-token");
     std::fs::write(&bad_token, "not-the-token").unwrap();
     let out = aigw_async(args(&[
         "plan",
         "-f",
         set,
         "--management-url",
-        &url,
+        url,
         "--token-file",
         bad_token.to_str().unwrap(),
     ]))
     .await;
-    assert_eq!(code(&out), 1, "{}", text(&out));
-    assert!(text(&out).contains("HTTP 401"), "{}", text(&out));
+    let report = exited(&out, 1);
+    assert!(report.contains("HTTP 401"), "{}", report);
     let out = aigw_async(args(&[
         "plan",
         "-f",
@@ -518,12 +546,12 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
         "--management-url",
         "http://127.0.0.1:1",
         "--token-file",
-        &token,
+        token,
         "--timeout",
         "2s",
     ]))
     .await;
-    assert_eq!(code(&out), 1, "{}", text(&out));
+    exited(&out, 1);
 
     let stats = remote.stats().await;
     assert_eq!(writes(&stats), 0, "plan wrote to the API: {stats}");
@@ -535,102 +563,47 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_reports_conflicts_with_exit_1() {
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .unwrap();
-    let remote = Remote {
-        url: emulator.management_url(),
-        http: reqwest::Client::new(),
-    };
-    seed(&remote).await;
-    let dir = tempfile::tempdir().unwrap();
-    let token = token_file(dir.path(), TOKEN);
-    let url = emulator.management_url();
-    let set = dir.path().join("set");
-    let set = set.to_str().unwrap();
-    let out = aigw_async(args(&[
-        "export",
-        "--out",
-        set,
-        "--management-url",
-        &url,
-        "--token-file",
-        &token,
-    ]))
-    .await;
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    let exported = Exported::seeded(&[]).await;
+    let (set, url, token) = (exported.set.as_str(), &exported.url, &exported.token);
     let policy_file = Path::new(set).join("ratelimitspolicy-per-key.yaml");
-    let edited = std::fs::read_to_string(&policy_file)
-        .unwrap()
-        .replace("type: requests", "type: tokens");
-    std::fs::write(&policy_file, edited).unwrap();
-    std::fs::write(
-        Path::new(set).join("gone.yaml"),
-        "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: gone}\nspec: {slug: pc-gone-000000, name: gone, config: {retry: {attempts: 1}}}\n",
-    )
-    .unwrap();
-    let out = aigw_async(args(&[
-        "plan",
-        "-f",
-        set,
-        "--management-url",
-        &url,
-        "--token-file",
-        &token,
-    ]))
-    .await;
-    let plan = text(&out);
-    assert_eq!(code(&out), 1, "{plan}");
+    edit_file(&policy_file, "type: requests", "type: tokens");
+    std::fs::write(Path::new(set).join("gone.yaml"), "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: gone}\nspec: {slug: pc-gone-000000, name: gone, config: {retry: {attempts: 1}}}\n").unwrap();
+    let out = aigw_async(connected(&["plan", "-f", set], url, token)).await;
+    let plan = exited(&out, 1);
     assert!(
         plan.contains("Config gone (")
             && plan.contains("spec.slug names config pc-gone-000000, which does not exist"),
         "{plan}"
     );
-    assert!(
-        plan.contains("the remote policy has a different type"),
-        "{plan}"
-    );
-    assert!(
-        plan.contains("    type: \"requests\" → \"tokens\"\n"),
-        "{plan}"
-    );
+    assert_in(&plan, "the remote policy has a different type");
+    assert_in(&plan, "    type: \"requests\" → \"tokens\"\n");
 }
 
 /// Export the tenant, apply it with the operator running: everything Ready, nothing written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn export_applied_with_the_operator_running_adopts_everything_without_a_write() {
     let h = Harness::start("gitops-export").await;
-    let remote = Remote {
-        url: h.emulator.management_url(),
-        http: reqwest::Client::new(),
-    };
+    let remote = Remote::of(h.emulator.management_url());
     let created = seed(&remote).await;
     let dir = tempfile::tempdir().unwrap();
     let token = token_file(dir.path(), TOKEN);
     let url = h.emulator.management_url();
     let out_dir = dir.path().join("export");
     let out_dir = out_dir.to_str().unwrap().to_string();
-    let out = aigw_async(args(&[
-        "export",
-        "--out",
-        &out_dir,
-        "--namespace",
-        &h.env.namespace,
-        "--management-url",
+    let out = aigw_async(connected(
+        &["export", "--out", &out_dir, "--namespace", &h.env.namespace],
         &url,
-        "--token-file",
         &token,
-    ]))
+    ))
     .await;
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    let report = exited(&out, 0);
     assert!(
-        text(&out)
+        report
             .contains("exported 1 ClusterGuardrail, 1 Config, 1 Deployment, 1 Guardrail, 1 RateLimitsPolicy, 1 UsageLimitsPolicy"),
-        "{}",
-        text(&out)
+        "{report}"
     );
     let out = aigw_async(args(&["validate", "-f", &out_dir])).await;
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    exited(&out, 0);
 
     // No credential was exported; the gateway's current ones go into the named Secret.
     let client_auth = created["client_auth"].as_str().unwrap();
@@ -656,17 +629,13 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
         let name = path.file_name().unwrap().to_str().unwrap();
         let yaml = content.as_str();
         if name.starts_with("config-") {
-            let object: Config = serde_yaml::from_str(yaml).unwrap();
-            support::create(&h.env.api(), &object).await;
+            create_yaml::<Config>(&h, yaml).await;
         } else if name.starts_with("deployment-") {
-            let object: Deployment = serde_yaml::from_str(yaml).unwrap();
-            support::create(&h.env.api(), &object).await;
+            create_yaml::<Deployment>(&h, yaml).await;
         } else if name.starts_with("ratelimitspolicy-") {
-            let object: RateLimitsPolicy = serde_yaml::from_str(yaml).unwrap();
-            support::create(&h.env.api(), &object).await;
+            create_yaml::<RateLimitsPolicy>(&h, yaml).await;
         } else if name.starts_with("guardrail-") {
-            let object: Guardrail = serde_yaml::from_str(yaml).unwrap();
-            support::create(&h.env.api(), &object).await;
+            create_yaml::<Guardrail>(&h, yaml).await;
         } else if name.starts_with("clusterguardrail-") {
             // Labelled for the harness's operator (which takes only its own cluster-scoped
             // objects); a leftover of an earlier run is removed first.
@@ -691,8 +660,7 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
             .expect("a leftover ClusterGuardrail went");
             support::create(&cluster, &object).await;
         } else if name.starts_with("usagelimitspolicy-") {
-            let object: UsageLimitsPolicy = serde_yaml::from_str(yaml).unwrap();
-            support::create(&h.env.api(), &object).await;
+            create_yaml::<UsageLimitsPolicy>(&h, yaml).await;
         }
     }
     h.wait_for::<Config>("chat-routing", WAIT, |c| c.ready())
@@ -731,12 +699,8 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
         &kubeconfig,
     ]))
     .await;
-    assert_eq!(code(&out), 0, "{}", text(&out));
-    assert!(
-        text(&out).contains("0 to adopt, 6 unchanged"),
-        "{}",
-        text(&out)
-    );
+    let report = exited(&out, 0);
+    assert_in(&report, "0 to adopt, 6 unchanged");
     h.stop().await;
 }
 
@@ -750,15 +714,11 @@ fn validate_refuses_camel_case_credentials_in_plain_text() {
         ---\napiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: c, namespace: team-a}\n\
         spec: {name: c, config: {targets: [{provider: \"@x\", awsSessionToken: tok-1}]}}\n";
     let out = aigw_stdin(&["validate", "-f", "-"], manifests);
-    let report = text(&out);
-    assert_eq!(code(&out), 1, "{report}");
-    assert!(
-        report.contains("/checks/0/parameters/accessKeySecret"),
-        "{report}"
-    );
-    assert!(
-        report.contains("awsSessionToken must not be written in spec.config"),
-        "{report}"
+    let report = exited(&out, 1);
+    assert_in(&report, "/checks/0/parameters/accessKeySecret");
+    assert_in(
+        &report,
+        "awsSessionToken must not be written in spec.config",
     );
     assert!(
         !report.contains("wJalrXUtnFEMI") && !report.contains("tok-1"),
@@ -773,13 +733,7 @@ fn validate_refuses_camel_case_credentials_in_plain_text() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_without_a_kubeconfig_hides_a_value_at_a_dropped_path() {
     const VALUE: &str = "plan-leak-value-0001";
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .unwrap();
-    let remote = Remote {
-        url: emulator.management_url(),
-        http: reqwest::Client::new(),
-    };
+    let (emulator, remote) = Remote::spawn().await;
     let created = remote
         .call(
             Method::POST,
@@ -857,9 +811,8 @@ async fn plan_resolves_a_workspace_named_by_resource_through_the_cluster() {
         "planned in the Workspace's UUID: {report}"
     );
     let out = aigw_async(args(&common)).await;
-    let report = text(&out);
-    assert_eq!(code(&out), 1, "{report}");
-    assert!(report.contains("WorkspaceNotReady"), "{report}");
+    let report = exited(&out, 1);
+    assert_in(&report, "WorkspaceNotReady");
     assert_eq!(writes(&h.stats().await), 0, "a plan writes nothing");
     h.stop().await;
 }

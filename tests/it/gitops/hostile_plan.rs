@@ -20,6 +20,9 @@ use support::objects::Conditions;
 const WAIT: Duration = Duration::from_secs(60);
 
 /// Runs `aigw` off the async runtime (the in-process emulator keeps serving): whether it ran
+/// The workspace of the other team's remote objects.
+const WORKSPACE: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
+
 /// to a plan's exit code (0, 1 or 2), and stdout then stderr.
 async fn aigw(args: Vec<String>) -> (bool, String) {
     let (code, text) = support::cli::aigw(args).await;
@@ -47,6 +50,86 @@ async fn put_secret(env: &support::TestEnv, name: &str, data: Value) {
 /// without cluster access. With it, the plan now says another resource manages the object, or
 /// that the grants refuse the adoption, and shows nothing of it; without, it shows the paths of
 /// the values the manifest does not hold, never the values. The same holds when team b's own
+/// Another team's guardrail (a card-number check in [`WORKSPACE`]) whose `on_fail` feedback
+/// carries `metadata`; its slug.
+async fn victim_guardrail(url: &str, metadata: String) -> String {
+    let guardrail = post(
+        url,
+        "/ai_gw/v2/guardrails",
+        json!({"name": "victim pii", "workspace_id": WORKSPACE,
+            "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+            "actions": {"deny": true, "on_fail": {"feedback": {"value": -5, "weight": 1,
+                "metadata": metadata}}}}),
+    )
+    .await;
+    guardrail["slug"].as_str().expect("slug").to_string()
+}
+
+/// `aigw plan` of `manifest` in `output`, against the API at `url` with the token file
+/// `token`, and `extra` flags: it ran (else a panic naming `case`); its output.
+async fn plan_ran(
+    case: &str,
+    (manifest, output): (&str, &str),
+    (url, token): (&str, &str),
+    extra: &[&str],
+) -> String {
+    let mut all = args(&["plan", "-f", manifest, "--output", output]);
+    all.extend(args(&["--management-url", url, "--token-file", token]));
+    all.extend(args(extra));
+    let (ran, out) = aigw(all).await;
+    assert!(ran, "[{case}] {out}");
+    out
+}
+
+/// An emulator of the test's own, and its management URL.
+async fn emulator() -> (aigw::emulator::Running, String) {
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let url = emulator.management_url();
+    (emulator, url)
+}
+
+/// A file in `dir` holding the token; its path.
+fn token_file(dir: &Path) -> String {
+    let token = dir.join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    token.to_str().unwrap().to_string()
+}
+
+/// Every file in `dir`, named, with its text.
+fn files_in(dir: impl AsRef<Path>) -> Vec<(String, String)> {
+    let paths = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path());
+    paths
+        .map(|path| {
+            (
+                path.display().to_string(),
+                std::fs::read_to_string(&path).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// No text `shown` (what showed it, the text) is one `leaks`; else a panic saying `what`
+/// leaked, with every place.
+fn assert_shows_none(shown: &[(String, String)], leaks: impl Fn(&str) -> bool, what: &str) {
+    let leaked: Vec<String> = shown
+        .iter()
+        .filter(|(_, text)| leaks(text))
+        .map(|(what, text)| format!("--- {what} ---\n{text}"))
+        .collect();
+    assert!(leaked.is_empty(), "{what}:\n{}", leaked.join("\n"));
+}
+
+/// Deletes the Integration `name`, then the test's namespace.
+async fn cleanup_with_integration(env: support::TestEnv, name: &str) {
+    kube::Api::<aigw::resources::Integration>::all(env.client.clone())
+        .delete(name, &Default::default())
+        .await
+        .unwrap();
+    env.cleanup().await;
+}
+
 /// pull request replaces the Secret with a literal at the same path.
 #[tokio::test]
 async fn plan_shows_no_value_of_a_remote_config_the_manifest_does_not_hold() {
@@ -66,9 +149,7 @@ async fn plan_shows_no_value_of_a_remote_config_the_manifest_does_not_hold() {
     let slug = ready.status.unwrap().slug.unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let token = token.to_str().unwrap().to_string();
+    let token = token_file(dir.path());
     let url = h.emulator.management_url();
     let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
     let probe = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config",
@@ -115,11 +196,7 @@ async fn plan_shows_no_value_of_a_remote_config_the_manifest_does_not_hold() {
     let mut leaks = Vec::new();
     for (case, manifest, extra, expected) in cases {
         for output in ["human", "json"] {
-            let mut all = args(&["plan", "-f", manifest, "--output", output]);
-            all.extend(args(&["--management-url", &url, "--token-file", &token]));
-            all.extend(args(extra));
-            let (ran, out) = aigw(all).await;
-            assert!(ran, "[{case}] {out}");
+            let out = plan_ran(case, (manifest, output), (&url, &token), extra).await;
             if out.contains("VictimHostPassw0rd") {
                 leaks.push(format!("[{case}, {output}]\n{out}"));
             }
@@ -157,9 +234,7 @@ async fn plan_masks_the_manifest_by_path_never_by_a_secret_value() {
     h.wait_for::<Config>("pinned", WAIT, |c| c.ready()).await;
 
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let token = token.to_str().unwrap().to_string();
+    let token = token_file(dir.path());
     let url = h.emulator.management_url();
     let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
     let plan = |candidate: &'static str| {
@@ -196,27 +271,20 @@ async fn plan_export_and_api_show_no_hidden_configuration_of_an_integration() {
     const KEY_ID: &str = "AKIAVICTIMKEYID00001";
     const EXTERNAL: &str = "ext-victim-7Hq2Lm";
     const USERINFO: &str = "svc:IntegPassw0rd";
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .unwrap();
-    let url = emulator.management_url();
-    let created: Value = reqwest::Client::new()
-        .post(format!("{url}/ai_gw/admin/v2/integrations"))
-        .bearer_auth(TOKEN)
-        .json(
-            &json!({"name": "victim bedrock", "ai_provider_id": "bedrock",
+    let (_emulator, url) = emulator().await;
+    let created = post(
+        &url,
+        "/ai_gw/admin/v2/integrations",
+        json!({"name": "victim bedrock", "ai_provider_id": "bedrock",
             "slug": "victim-bedrock", "create_default_provider": false,
             "configurations": {"aws_region": "eu-west-1", "aws_access_key_id": KEY_ID,
                 "aws_external_id": EXTERNAL,
                 "custom_host": format!("https://{USERINFO}@bedrock.victim.example")}}),
-        )
-        .json_value()
-        .await;
+    )
+    .await;
     assert_eq!(created["slug"], "victim-bedrock", "{created}");
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let token = token.to_str().unwrap().to_string();
+    let token = token_file(dir.path());
     let manifest = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Integration",
         "metadata": {"name": "probe"},
         "spec": {"name": "victim bedrock", "aiProviderId": "bedrock", "slug": "victim-bedrock",
@@ -243,26 +311,15 @@ async fn plan_export_and_api_show_no_hidden_configuration_of_an_integration() {
     let (ran, out) = aigw(api).await;
     assert!(ran, "{out}");
     shown.push(("api integrations get".into(), out));
-    for entry in std::fs::read_dir(&out_dir).unwrap() {
-        let path = entry.unwrap().path();
-        shown.push((
-            path.display().to_string(),
-            std::fs::read_to_string(path).unwrap(),
-        ));
-    }
-    let leaks: Vec<String> = shown
-        .iter()
-        .filter(|(_, text)| {
+    shown.extend(files_in(&out_dir));
+    assert_shows_none(
+        &shown,
+        |text| {
             [KEY_ID, EXTERNAL, "IntegPassw0rd"]
                 .iter()
                 .any(|v| text.contains(v))
-        })
-        .map(|(what, text)| format!("--- {what} ---\n{text}"))
-        .collect();
-    assert!(
-        leaks.is_empty(),
-        "a configuration value the API read back was shown:\n{}",
-        leaks.join("\n")
+        },
+        "a configuration value the API read back was shown",
     );
     assert!(
         shown[0].1.contains("us-east-1") && shown[0].1.contains("aws_access_key_id"),
@@ -277,10 +334,7 @@ async fn plan_export_and_api_show_no_hidden_configuration_of_an_integration() {
 /// to its placeholder Secret and leaves the guardrail out, saying why.
 #[tokio::test]
 async fn api_and_export_never_show_the_userinfo_of_a_url() {
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .unwrap();
-    let url = emulator.management_url();
+    let (_emulator, url) = emulator().await;
     let http = reqwest::Client::new();
     let post = |path: &str, body: Value| {
         let request = http
@@ -309,9 +363,7 @@ async fn api_and_export_never_show_the_userinfo_of_a_url() {
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let token = token.to_str().unwrap().to_string();
+    let token = token_file(dir.path());
     let connection = args(&["--management-url", &url, "--token-file", &token]);
     let mut shown = Vec::new();
     let mut get = args(&["api"]);
@@ -331,22 +383,11 @@ async fn api_and_export_never_show_the_userinfo_of_a_url() {
         "the guardrail left out, saying why: {out}"
     );
     shown.push(("export".into(), out));
-    for entry in std::fs::read_dir(&out_dir).unwrap() {
-        let path = entry.unwrap().path();
-        shown.push((
-            path.display().to_string(),
-            std::fs::read_to_string(path).unwrap(),
-        ));
-    }
-    let leaks: Vec<String> = shown
-        .iter()
-        .filter(|(_, text)| text.contains("CfgPassw0rd") || text.contains("GrdPassw0rd"))
-        .map(|(what, text)| format!("--- {what} ---\n{text}"))
-        .collect();
-    assert!(
-        leaks.is_empty(),
-        "credentials in a URL's userinfo were shown:\n{}",
-        leaks.join("\n")
+    shown.extend(files_in(&out_dir));
+    assert_shows_none(
+        &shown,
+        |text| text.contains("CfgPassw0rd") || text.contains("GrdPassw0rd"),
+        "credentials in a URL's userinfo were shown",
     );
 }
 
@@ -357,16 +398,14 @@ const VICTIM_HOST: &str = "https://proxy.victim.example/v1?api-key=SECRETQ-9f3a7
 /// takes from a Secret: the remote object in `emulator`, the live Integration (named `name`)
 /// with the status the operator would have written.
 async fn victim_integration(env: &support::TestEnv, emulator_url: &str, name: &str, slug: &str) {
-    let created: Value = reqwest::Client::new()
-        .post(format!("{emulator_url}/ai_gw/admin/v2/integrations"))
-        .bearer_auth(TOKEN)
-        .json(
-            &json!({"name": "victim openai", "ai_provider_id": "openai", "slug": slug,
+    let created = post(
+        emulator_url,
+        "/ai_gw/admin/v2/integrations",
+        json!({"name": "victim openai", "ai_provider_id": "openai", "slug": slug,
             "create_default_provider": false,
             "configurations": {"custom_host": VICTIM_HOST}}),
-        )
-        .json_value()
-        .await;
+    )
+    .await;
     let id = created["id"].as_str().expect("id").to_string();
     let integrations = kube::Api::<aigw::resources::Integration>::all(env.client.clone());
     let live = support::objects::object(
@@ -394,18 +433,13 @@ async fn victim_integration(env: &support::TestEnv, emulator_url: &str, name: &s
 #[tokio::test]
 async fn plan_of_an_adopted_integration_shows_no_secret_backed_setting() {
     let env = support::TestEnv::new("atk-plan-integ").await;
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .unwrap();
-    let url = emulator.management_url();
+    let (_emulator, url) = emulator().await;
     let slug = "victim-oai";
     let victim = format!("victim-{}", env.namespace);
     victim_integration(&env, &url, &victim, slug).await;
 
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let token = token.to_str().unwrap().to_string();
+    let token = token_file(dir.path());
     let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
     let probe = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Integration",
         "metadata": {"name": format!("mine-{}", env.namespace)},
@@ -423,11 +457,7 @@ async fn plan_of_an_adopted_integration_shows_no_secret_backed_setting() {
     let mut leaks = Vec::new();
     for (case, extra, expected) in cases {
         for output in ["human", "json"] {
-            let mut all = args(&["plan", "-f", &probe, "--output", output]);
-            all.extend(args(&["--management-url", &url, "--token-file", &token]));
-            all.extend(args(extra));
-            let (ran, out) = aigw(all).await;
-            assert!(ran, "[{case}] {out}");
+            let out = plan_ran(case, (&probe, output), (&url, &token), extra).await;
             if out.contains("SECRETQ-9f3a7c") {
                 leaks.push(format!("[{case}, {output}]\n{out}"));
             }
@@ -439,11 +469,7 @@ async fn plan_of_an_adopted_integration_shows_no_secret_backed_setting() {
         "aigw plan printed the value team b's Secret gave its integration:\n{}",
         leaks.join("\n")
     );
-    kube::Api::<aigw::resources::Integration>::all(env.client.clone())
-        .delete(&victim, &Default::default())
-        .await
-        .unwrap();
-    env.cleanup().await;
+    cleanup_with_integration(env, &victim).await;
 }
 
 /// Another team's guardrail whose `on_fail` feedback metadata holds a webhook its Guardrail
@@ -454,25 +480,10 @@ async fn plan_of_an_adopted_integration_shows_no_secret_backed_setting() {
 #[tokio::test]
 async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
     const SINK: &str = "https://hooks.example/T0/GRSECRET-77aa21";
-    const WORKSPACE: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .unwrap();
-    let url = emulator.management_url();
-    let created: Value = reqwest::Client::new()
-        .post(format!("{url}/ai_gw/v2/guardrails"))
-        .bearer_auth(TOKEN)
-        .json(&json!({"name": "victim pii", "workspace_id": WORKSPACE,
-            "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
-            "actions": {"deny": true, "on_fail": {"feedback": {"value": -5, "weight": 1,
-                "metadata": format!("team=b sink={SINK}")}}}}))
-        .json_value()
-        .await;
-    let slug = created["slug"].as_str().expect("slug").to_string();
+    let (_emulator, url) = emulator().await;
+    let slug = victim_guardrail(&url, format!("team=b sink={SINK}")).await;
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let token = token.to_str().unwrap().to_string();
+    let token = token_file(dir.path());
     let mut shown = Vec::new();
     for kind in ["Guardrail"] {
         let probe = json!({"apiVersion": "aigw.io/v1alpha1", "kind": kind,
@@ -490,15 +501,10 @@ async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
             shown.push((format!("{kind}, {output}"), out));
         }
     }
-    let leaks: Vec<String> = shown
-        .iter()
-        .filter(|(_, text)| text.contains("GRSECRET-77aa21"))
-        .map(|(what, text)| format!("--- {what} ---\n{text}"))
-        .collect();
-    assert!(
-        leaks.is_empty(),
-        "aigw plan printed a value of the adopted guardrail's actions:\n{}",
-        leaks.join("\n")
+    assert_shows_none(
+        &shown,
+        |text| text.contains("GRSECRET-77aa21"),
+        "aigw plan printed a value of the adopted guardrail's actions",
     );
     // The change still shows, its unconfirmed values hidden.
     let json = &shown[0].1;
@@ -514,16 +520,11 @@ async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
 #[tokio::test]
 async fn export_never_writes_a_secret_backed_setting_of_an_integration() {
     let env = support::TestEnv::new("atk-export-integ").await;
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .unwrap();
-    let url = emulator.management_url();
+    let (_emulator, url) = emulator().await;
     let victim = format!("victim-{}", env.namespace);
     victim_integration(&env, &url, &victim, "victim-openai").await;
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let token = token.to_str().unwrap().to_string();
+    let token = token_file(dir.path());
     let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
     let out_dir = dir.path().join("out2");
     let mut run = args(&["export", "--out", out_dir.to_str().unwrap()]);
@@ -532,34 +533,19 @@ async fn export_never_writes_a_secret_backed_setting_of_an_integration() {
     let (ran, out) = aigw(run).await;
     assert!(ran, "{out}");
     let mut shown = vec![("export".to_string(), out)];
-    for entry in std::fs::read_dir(&out_dir).unwrap() {
-        let path = entry.unwrap().path();
-        shown.push((
-            path.display().to_string(),
-            std::fs::read_to_string(path).unwrap(),
-        ));
-    }
+    shown.extend(files_in(&out_dir));
     let exported = shown
         .iter()
         .find(|(path, _)| path.ends_with("integration-victim-openai.yaml"))
         .map(|(_, text)| text.clone())
         .unwrap_or_else(|| panic!("the integration is exported: {shown:?}"));
-    let leaks: Vec<String> = shown
-        .iter()
-        .filter(|(_, text)| text.contains("SECRETQ-9f3a7c"))
-        .map(|(what, text)| format!("--- {what} ---\n{text}"))
-        .collect();
-    assert!(
-        leaks.is_empty(),
-        "aigw export wrote the value team b's Secret gave its integration:\n{}",
-        leaks.join("\n")
+    assert_shows_none(
+        &shown,
+        |text| text.contains("SECRETQ-9f3a7c"),
+        "aigw export wrote the value team b's Secret gave its integration",
     );
     assert!(exported.contains("path: /custom_host"), "{exported}");
-    kube::Api::<aigw::resources::Integration>::all(env.client.clone())
-        .delete(&victim, &Default::default())
-        .await
-        .unwrap();
-    env.cleanup().await;
+    cleanup_with_integration(env, &victim).await;
 }
 
 /// A Config's first version took a target's `custom_host` from a Secret; eleven versions later
@@ -571,10 +557,7 @@ async fn history_diff_hides_the_values_of_a_version_older_than_the_recorded_hist
     const OLD: &str = "https://proxy.example/v1?token=OLDSECRET-5d1e";
     const PUBLIC: &str = "https://public.example/v1";
     let env = support::TestEnv::new("atk-hist-old").await;
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .unwrap();
-    let url = emulator.management_url();
+    let (_emulator, url) = emulator().await;
     let http = reqwest::Client::new();
     let document = |n: u64, host: &str| {
         json!({"retry": {"attempts": n}, "strategy": {"mode": "single"},
@@ -625,9 +608,7 @@ async fn history_diff_hides_the_values_of_a_version_older_than_the_recorded_hist
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let token = token.to_str().unwrap().to_string();
+    let token = token_file(dir.path());
     let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
     let history = |a: &str, b: &str| {
         let mut all = args(&["history", "config/old", "--diff", a, b]);
@@ -676,11 +657,7 @@ async fn post(url: &str, path: &str, body: Value) -> Value {
 async fn an_adoption_plan_reads_the_same_whether_a_guess_is_right_or_wrong() {
     const PIN: &str = "pin-4711";
     const WRONG: &str = "pin-1234";
-    const WORKSPACE: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .unwrap();
-    let url = emulator.management_url();
+    let (_emulator, url) = emulator().await;
     let document = |pin: &str| {
         json!({"strategy": {"mode": "single"},
                "targets": [{"provider": "@openai", "override_params": {"team_pin": pin}}]})
@@ -692,16 +669,7 @@ async fn an_adoption_plan_reads_the_same_whether_a_guess_is_right_or_wrong() {
     )
     .await;
     let config_slug = config["slug"].as_str().expect("slug").to_string();
-    let guardrail = post(
-        &url,
-        "/ai_gw/v2/guardrails",
-        json!({"name": "victim pii", "workspace_id": WORKSPACE,
-            "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
-            "actions": {"deny": true, "on_fail": {"feedback": {"value": -5, "weight": 1,
-                "metadata": format!("team_pin={PIN}")}}}}),
-    )
-    .await;
-    let guardrail_slug = guardrail["slug"].as_str().expect("slug").to_string();
+    let guardrail_slug = victim_guardrail(&url, format!("team_pin={PIN}")).await;
     post(
         &url,
         "/ai_gw/admin/v2/integrations",
@@ -740,9 +708,7 @@ async fn an_adoption_plan_reads_the_same_whether_a_guess_is_right_or_wrong() {
         ]
     };
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let token = token.to_str().unwrap().to_string();
+    let token = token_file(dir.path());
     let mut oracles = Vec::new();
     for index in 0..3 {
         for output in ["human", "json"] {
@@ -798,10 +764,7 @@ async fn an_adoption_plan_reads_the_same_whether_a_guess_is_right_or_wrong() {
 /// each as a conflict naming the other's resource and file.
 #[tokio::test]
 async fn a_remote_object_adopted_by_slug_and_by_id_in_one_plan_is_a_conflict() {
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .unwrap();
-    let url = emulator.management_url();
+    let (_emulator, url) = emulator().await;
     let document = json!({"strategy": {"mode": "single"}, "targets": [{"provider": "@openai"}]});
     let config = post(
         &url,

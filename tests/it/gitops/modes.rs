@@ -99,6 +99,18 @@ async fn events_about(h: &Harness, name: &str, reason: &str) -> Vec<i32> {
 }
 
 /// Waits until the emulator has counted `n` more requests to `endpoint` than `from`: the
+/// The Config `name` routing as [`routing`] does, once Ready.
+async fn ready_routing(h: &Harness, name: &str) -> Config {
+    support::objects::create::<Config>(&h.env, name, routing(name)).await;
+    h.wait_for::<Config>(name, WAIT, |c| c.ready()).await
+}
+
+/// Sets the Config `name`'s `aigw.io/paused` annotation to `value` (`null` removes it).
+async fn set_paused(h: &Harness, name: &str, value: Value) {
+    let patch = json!({"metadata": {"annotations": {"aigw.io/paused": value}}});
+    merge::<Config>(h, name, patch).await;
+}
+
 /// drift checks that happened in the meantime.
 async fn wait_for_requests(h: &Harness, endpoint: &str, from: u64, n: u64) {
     let reached = support::wait_until(WAIT, || async {
@@ -276,15 +288,9 @@ async fn observe_works_for_rate_limits_policies_too() {
 #[tokio::test]
 async fn a_paused_object_makes_no_api_call_until_unpaused() {
     let h = Harness::start_with("modes-paused", DRIFT).await;
-    support::objects::create::<Config>(&h.env, "held", routing("held")).await;
-    h.wait_for::<Config>("held", WAIT, |c| c.ready()).await;
+    ready_routing(&h, "held").await;
 
-    merge::<Config>(
-        &h,
-        "held",
-        json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}}),
-    )
-    .await;
+    set_paused(&h, "held", json!("true")).await;
     let paused = h
         .wait_for::<Config>("held", WAIT, |c| c.is_true("Paused"))
         .await;
@@ -299,12 +305,7 @@ async fn a_paused_object_makes_no_api_call_until_unpaused() {
     assert_eq!(total_requests(&stats), 0, "{stats}");
     assert_eq!(events_about(&h, "held", "Paused").await, vec![1]);
 
-    merge::<Config>(
-        &h,
-        "held",
-        json!({"metadata": {"annotations": {"aigw.io/paused": null}}}),
-    )
-    .await;
+    set_paused(&h, "held", json!(null)).await;
     let resumed = h
         .wait_for::<Config>("held", WAIT, |c| {
             c.ready() && c.condition("Paused").is_some_and(|(s, _, _)| s == "False")
@@ -322,15 +323,9 @@ async fn a_paused_object_makes_no_api_call_until_unpaused() {
 #[tokio::test]
 async fn unpausing_without_a_spec_change_clears_paused() {
     let h = Harness::start_with("modes-unpause", DRIFT).await;
-    support::objects::create::<Config>(&h.env, "idle", routing("idle")).await;
-    h.wait_for::<Config>("idle", WAIT, |c| c.ready()).await;
+    ready_routing(&h, "idle").await;
     for (value, paused) in [(json!("true"), "True"), (Value::Null, "False")] {
-        merge::<Config>(
-            &h,
-            "idle",
-            json!({"metadata": {"annotations": {"aigw.io/paused": value}}}),
-        )
-        .await;
+        set_paused(&h, "idle", value).await;
         h.wait_for::<Config>("idle", WAIT, |c| {
             c.condition("Paused").is_some_and(|(s, _, _)| s == paused)
         })
@@ -345,15 +340,9 @@ async fn unpausing_without_a_spec_change_clears_paused() {
 #[tokio::test]
 async fn deleting_a_paused_object_still_follows_its_deletion_policy() {
     let h = Harness::start_with("modes-paused-delete", DRIFT).await;
-    support::objects::create::<Config>(&h.env, "gone", routing("gone")).await;
-    let ready = h.wait_for::<Config>("gone", WAIT, |c| c.ready()).await;
+    let ready = ready_routing(&h, "gone").await;
     let slug = ready.status.unwrap().slug.unwrap();
-    merge::<Config>(
-        &h,
-        "gone",
-        json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}}),
-    )
-    .await;
+    set_paused(&h, "gone", json!("true")).await;
     h.wait_for::<Config>("gone", WAIT, |c| c.is_true("Paused"))
         .await;
     h.env.delete_and_wait::<Config>("gone", WAIT).await;

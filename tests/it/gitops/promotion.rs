@@ -27,24 +27,47 @@ const SOAK: Duration = Duration::from_secs(20);
 
 /// A Config named `web` at `revision`, with `promotion` when given.
 fn web(revision: &str, promotion: Option<Value>) -> Config {
-    let mut spec = routing("web");
+    at_commit(("Config", "web"), revision, routing("web"), promotion)
+}
+
+/// The object `(kind, name)` as commit `revision` has it: `spec`, with `promotion` when given.
+fn at_commit<K: serde::de::DeserializeOwned>(
+    (kind, name): (&str, &str),
+    revision: &str,
+    mut spec: Value,
+    promotion: Option<Value>,
+) -> K {
     if let Some(promotion) = promotion {
         spec["promotion"] = promotion;
     }
     serde_json::from_value(json!({
-        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
-        "metadata": {"name": "web", "annotations": {"aigw.io/revision": revision}},
+        "apiVersion": "aigw.io/v1alpha1", "kind": kind,
+        "metadata": {"name": name, "annotations": {"aigw.io/revision": revision}},
         "spec": spec
     }))
     .unwrap()
+}
+
+/// prod's `web` at r2 (retry attempts 4, following dev's with `soak`), as a manifest to plan.
+fn prod_manifest_at_r2(prod: &TestEnv, dev: &TestEnv, soak: &str) -> Config {
+    let mut manifest = web("r2", Some(after(&dev.namespace, soak)));
+    manifest.metadata.namespace = Some(prod.namespace.clone());
+    manifest
+        .spec
+        .config
+        .insert("retry".into(), json!({"attempts": 4}));
+    manifest
 }
 
 fn after(namespace: &str, soak: &str) -> Value {
     json!({"after": [{"namespace": namespace, "name": "web"}], "soak": soak})
 }
 
-/// dev's `web` and prod's `web` (following dev's), both created at `r1` and Ready.
-async fn both_at_r1(dev: &TestEnv, prod: &TestEnv, soak: &str) {
+/// Two teams, dev's `web` and prod's `web` (following dev's, with `soak`) both created at `r1`
+/// and Ready, the emulator's counts reset from there on.
+async fn following_at_r1(prefix: &str, grants: Option<Value>, soak: &str) -> Harness {
+    let h = Harness::start_two_teams(prefix, DRIFT, grants).await;
+    let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
     support::create(&dev.api::<Config>(), &web("r1", None)).await;
     support::create(
         &prod.api::<Config>(),
@@ -55,6 +78,8 @@ async fn both_at_r1(dev: &TestEnv, prod: &TestEnv, soak: &str) {
         env.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r1"))
             .await;
     }
+    h.reset_stats().await;
+    h
 }
 
 /// One Git commit applied to `env`: the revision annotation and the retry attempts (and the
@@ -152,10 +177,8 @@ fn ready_since(config: &Config) -> jiff::Timestamp {
 
 #[tokio::test]
 async fn prod_applies_a_revision_once_dev_has_been_ready_at_it_for_the_soak() {
-    let h = Harness::start_two_teams("promo-soak", DRIFT, None).await;
+    let h = following_at_r1("promo-soak", None, "20s").await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
-    both_at_r1(dev, prod, "20s").await;
-    h.reset_stats().await;
 
     // One commit reaches both at once.
     commit(dev, "r2", 4, None).await;
@@ -229,10 +252,8 @@ async fn prod_applies_a_revision_once_dev_has_been_ready_at_it_for_the_soak() {
 
 #[tokio::test]
 async fn a_stalled_source_keeps_prod_at_its_revision() {
-    let h = Harness::start_two_teams("promo-stalled", DRIFT, None).await;
+    let h = following_at_r1("promo-stalled", None, "1s").await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
-    both_at_r1(dev, prod, "1s").await;
-    h.reset_stats().await;
 
     // The API refuses r2 in dev (a blank name: 400), which stalls it.
     commit(dev, "r2", 4, Some("   ")).await;
@@ -275,24 +296,13 @@ async fn a_stalled_source_keeps_prod_at_its_revision() {
 
 #[tokio::test]
 async fn promote_now_lets_exactly_that_revision_through_and_history_says_so() {
-    let h = Harness::start_two_teams("promo-now", DRIFT, None).await;
+    let h = following_at_r1("promo-now", None, "1h").await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
-    both_at_r1(dev, prod, "1h").await;
-    commit(dev, "r2", 4, None).await;
-    commit(prod, "r2", 4, None).await;
-    dev.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r2"))
-        .await;
-    prod.wait_for::<Config>("web", WAIT, |c| promoted_with(c, "False", "Soaking"))
-        .await;
+    r2_soaking_in_prod(dev, prod).await;
     h.reset_stats().await;
 
     // `aigw plan` (reading dev's status through the kubeconfig) shows the held update as gated.
-    let mut manifest = web("r2", Some(after(&dev.namespace, "1h")));
-    manifest.metadata.namespace = Some(prod.namespace.clone());
-    manifest
-        .spec
-        .config
-        .insert("retry".into(), json!({"attempts": 4}));
+    let manifest = prod_manifest_at_r2(prod, dev, "1h");
     let (code, out) = plan(&h, &manifest).await;
     assert_eq!(code, Some(2), "a gated update is still a change: {out}");
     assert!(
@@ -340,10 +350,8 @@ async fn promote_now_lets_exactly_that_revision_through_and_history_says_so() {
 async fn following_another_namespace_without_the_grant_is_refused_naming_the_rule() {
     // The default Connection grants both namespaces, but neither may follow the other.
     let grants = json!([{"namespaces": ["{ns}", "{other}"]}]);
-    let h = Harness::start_two_teams("promo-grant", DRIFT, Some(grants)).await;
+    let h = following_at_r1("promo-grant", Some(grants), "1s").await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
-    both_at_r1(dev, prod, "1s").await;
-    h.reset_stats().await;
     commit(dev, "r2", 4, None).await;
     commit(prod, "r2", 4, None).await;
     let refused = prod
@@ -360,12 +368,7 @@ async fn following_another_namespace_without_the_grant_is_refused_naming_the_rul
     dev.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r2"))
         .await;
     // `aigw plan` decides by the same grants (found by an attack: it planned an update).
-    let mut manifest = web("r2", Some(after(&dev.namespace, "1s")));
-    manifest.metadata.namespace = Some(prod.namespace.clone());
-    manifest
-        .spec
-        .config
-        .insert("retry".into(), json!({"attempts": 4}));
+    let manifest = prod_manifest_at_r2(prod, dev, "1s");
     let granted = json!([{"namespaces": [prod.namespace, dev.namespace]}]);
     let (code, out) = plan_with(&h, &manifest, Some(granted)).await;
     assert!(
@@ -399,11 +402,8 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
     let object: K = serde_json::from_value(object).unwrap();
-    match api.create(&PostParams::default(), &object).await {
-        Ok(_) => panic!("the apiserver accepted an invalid promotion"),
-        Err(kube::Error::Api(status)) => status.message,
-        Err(other) => panic!("unexpected error: {other}"),
-    }
+    let created = api.create(&PostParams::default(), &object).await;
+    support::refusal(created, "an invalid promotion")
 }
 
 #[tokio::test]
@@ -439,18 +439,10 @@ async fn promotion_is_validated_at_admission_naming_the_field() {
 }
 
 fn guardrail(revision: &str, rule: &str, promotion: Option<Value>) -> Guardrail {
-    let mut spec = json!({"name": "pii", "workspaceId": WORKSPACE,
+    let spec = json!({"name": "pii", "workspaceId": WORKSPACE,
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": rule}}],
         "actions": {"deny": true}});
-    if let Some(promotion) = promotion {
-        spec["promotion"] = promotion;
-    }
-    serde_json::from_value(json!({
-        "apiVersion": "aigw.io/v1alpha1", "kind": "Guardrail",
-        "metadata": {"name": "pii", "annotations": {"aigw.io/revision": revision}},
-        "spec": spec
-    }))
-    .unwrap()
+    at_commit(("Guardrail", "pii"), revision, spec, promotion)
 }
 
 fn guardrail_at(g: &Guardrail, revision: &str) -> bool {
@@ -462,33 +454,31 @@ fn guardrail_at(g: &Guardrail, revision: &str) -> bool {
             == Some(revision)
 }
 
-/// A prod Guardrail holding a change at its promotion gate keeps its remote guardrail (same
-/// slug) as it is, so the prod Configs that name it (`spec.resourceRefs`) are unaffected: a
-/// remote edit of such a Config is corrected as usual during the guardrail's soak. (Found by
-/// an attack: a held Guardrail once stalled them `ReferenceNotReady` for the whole soak.)
-#[tokio::test]
-async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() {
-    let h = Harness::start_two_teams("prom-gr-soak", Duration::from_secs(2), None).await;
+/// Two teams (drift every 2 s), dev's Guardrail `pii` and prod's (following dev's, soaking for
+/// an hour) both created at `r1` and Ready; prod's remote slug.
+async fn following_guardrails(prefix: &str) -> (Harness, String) {
+    let h = Harness::start_two_teams(prefix, Duration::from_secs(2), None).await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
     let after = json!({"after": [{"namespace": dev.namespace, "name": "pii"}], "soak": "1h"});
     support::create(&dev.api::<Guardrail>(), &guardrail("r1", "a1", None)).await;
-    support::create(
-        &prod.api::<Guardrail>(),
-        &guardrail("r1", "a1", Some(after.clone())),
-    )
-    .await;
+    let followed = guardrail("r1", "a1", Some(after));
+    support::create(&prod.api::<Guardrail>(), &followed).await;
     for env in [dev, prod] {
         env.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r1"))
             .await;
     }
-    let mut spec = routing("routes");
-    spec["resourceRefs"] =
-        json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
-    support::objects::create::<Config>(prod, "routes", spec).await;
-    let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
-    let slug = config.status.unwrap().slug.unwrap();
+    let slug = guardrail_slug(prod).await.unwrap();
+    (h, slug)
+}
 
-    // Commit r2 reaches both guardrails: dev applies it, prod soaks it for an hour.
+/// The slug `env`'s Guardrail `pii` records.
+async fn guardrail_slug(env: &TestEnv) -> Option<String> {
+    let guardrail = env.api::<Guardrail>().get("pii").await.unwrap();
+    guardrail.status.and_then(|s| s.slug)
+}
+
+/// Commit r2 of `pii` reaches both Guardrails: dev applies it, prod soaks it.
+async fn guardrail_r2_soaking_in_prod(dev: &TestEnv, prod: &TestEnv) {
     let commit = json!({"metadata": {"annotations": {"aigw.io/revision": "r2"}},
         "spec": {"checks": [{"id": "default.regexMatch", "parameters": {"rule": "b2"}}]}});
     for env in [dev, prod] {
@@ -501,6 +491,68 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
             .is_some_and(|(s, r, _)| s == "False" && r == "Soaking")
     })
     .await;
+}
+
+/// Commit r2 of `web` reaches both Configs: dev applies it, prod soaks it.
+async fn r2_soaking_in_prod(dev: &TestEnv, prod: &TestEnv) {
+    commit(dev, "r2", 4, None).await;
+    commit(prod, "r2", 4, None).await;
+    dev.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r2"))
+        .await;
+    prod.wait_for::<Config>("web", WAIT, |c| promoted_with(c, "False", "Soaking"))
+        .await;
+}
+
+/// prod's Config `routes` naming its Guardrail `pii` (`spec.resourceRefs`), Ready; its slug.
+async fn routes_naming_pii(prod: &TestEnv) -> String {
+    let mut spec = routing("routes");
+    spec["resourceRefs"] =
+        json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
+    support::objects::create::<Config>(prod, "routes", spec).await;
+    let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
+    config.status.unwrap().slug.unwrap()
+}
+
+/// The guardrail the remote config `config_slug` names first in `input_guardrails`.
+async fn input_guardrail(h: &Harness, config_slug: &str) -> Value {
+    let remote = h
+        .remote_record_present("configs", "slug", config_slug)
+        .await;
+    remote["config"]["input_guardrails"][0].clone()
+}
+
+/// prod's remote guardrail goes away outside aigw; a label edit brings its Guardrail back to
+/// its reconcile at once.
+async fn delete_remote_guardrail(h: &Harness, prod: &TestEnv, slug: &str) {
+    h.delete(&format!("/ai_gw/v2/guardrails/{slug}")).await;
+    let touch = json!({"metadata": {"labels": {"touched": "1"}}});
+    support::merge_patch(&prod.api::<Guardrail>(), "pii", touch).await;
+}
+
+/// `aigw.io/promote-now` lets prod's held r2 of `pii` through; the slug it is then Ready with.
+async fn promote_guardrail_now(prod: &TestEnv) -> String {
+    let promote = json!({"metadata": {"annotations": {"aigw.io/promote-now": "r2"}}});
+    support::merge_patch(&prod.api::<Guardrail>(), "pii", promote).await;
+    let recreated = prod
+        .wait_for::<Guardrail>("pii", WAIT, |g| {
+            g.ready() && g.status.as_ref().and_then(|s| s.slug.as_deref()).is_some()
+        })
+        .await;
+    recreated.status.and_then(|s| s.slug).unwrap()
+}
+
+/// A prod Guardrail holding a change at its promotion gate keeps its remote guardrail (same
+/// slug) as it is, so the prod Configs that name it (`spec.resourceRefs`) are unaffected: a
+/// remote edit of such a Config is corrected as usual during the guardrail's soak. (Found by
+/// an attack: a held Guardrail once stalled them `ReferenceNotReady` for the whole soak.)
+#[tokio::test]
+async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() {
+    let (h, _) = following_guardrails("prom-gr-soak").await;
+    let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
+    let slug = routes_naming_pii(prod).await;
+
+    // Commit r2 reaches both guardrails: dev applies it, prod soaks it for an hour.
+    guardrail_r2_soaking_in_prod(dev, prod).await;
 
     // Someone edits prod's remote config by hand during the soak.
     h.put(
@@ -541,54 +593,17 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
 /// through, and the Config naming it is rewritten for the new slug at once.
 #[tokio::test]
 async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_opens() {
-    let h = Harness::start_two_teams("prom-gr-recreate", Duration::from_secs(2), None).await;
+    let (h, old_slug) = following_guardrails("prom-gr-recreate").await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
-    let after = json!({"after": [{"namespace": dev.namespace, "name": "pii"}], "soak": "1h"});
-    support::create(&dev.api::<Guardrail>(), &guardrail("r1", "a1", None)).await;
-    support::create(
-        &prod.api::<Guardrail>(),
-        &guardrail("r1", "a1", Some(after)),
-    )
-    .await;
-    for env in [dev, prod] {
-        env.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r1"))
-            .await;
-    }
-    let slug_of = |g: Guardrail| g.status.and_then(|s| s.slug);
-    let old_slug = slug_of(prod.api::<Guardrail>().get("pii").await.unwrap()).unwrap();
-    let mut spec = routing("routes");
-    spec["resourceRefs"] =
-        json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
-    support::objects::create::<Config>(prod, "routes", spec).await;
-    let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
-    let config_slug = config.status.unwrap().slug.unwrap();
-    let input_guardrail = || async {
-        let remote = h
-            .remote_record_present("configs", "slug", &config_slug)
-            .await;
-        remote["config"]["input_guardrails"][0].clone()
-    };
-    assert_eq!(input_guardrail().await, json!(old_slug));
+    let config_slug = routes_naming_pii(prod).await;
+    assert_eq!(input_guardrail(&h, &config_slug).await, json!(old_slug));
 
-    let commit = json!({"metadata": {"annotations": {"aigw.io/revision": "r2"}},
-        "spec": {"checks": [{"id": "default.regexMatch", "parameters": {"rule": "b2"}}]}});
-    for env in [dev, prod] {
-        support::merge_patch(&env.api::<Guardrail>(), "pii", &commit).await;
-    }
-    dev.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r2"))
-        .await;
-    prod.wait_for::<Guardrail>("pii", WAIT, |g| {
-        g.condition("Promoted")
-            .is_some_and(|(s, r, _)| s == "False" && r == "Soaking")
-    })
-    .await;
+    guardrail_r2_soaking_in_prod(dev, prod).await;
 
     // The remote guardrail goes away outside aigw; a label edit brings prod's back to its
     // reconcile at once.
     h.reset_stats().await;
-    h.delete(&format!("/ai_gw/v2/guardrails/{old_slug}")).await;
-    let touch = json!({"metadata": {"labels": {"touched": "1"}}});
-    support::merge_patch(&prod.api::<Guardrail>(), "pii", touch).await;
+    delete_remote_guardrail(&h, prod, &old_slug).await;
     let waiting = prod
         .wait_for::<Guardrail>("pii", WAIT, |g| {
             g.condition("Ready").is_some_and(|(s, r, m)| {
@@ -603,32 +618,21 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
         "nothing created while r2 soaks: {}",
         h.stats().await
     );
-    assert!(
-        slug_of(prod.api::<Guardrail>().get("pii").await.unwrap()).is_none(),
-        "{:?}",
-        waiting.status
-    );
+    assert!(guardrail_slug(prod).await.is_none(), "{:?}", waiting.status);
 
     // The emergency override lets r2 through: created again, and the Config follows at once
     // (its drift pass trusts its own unchanged remote; the full read is a day away).
-    let promote = json!({"metadata": {"annotations": {"aigw.io/promote-now": "r2"}}});
-    support::merge_patch(&prod.api::<Guardrail>(), "pii", promote).await;
-    let recreated = prod
-        .wait_for::<Guardrail>("pii", WAIT, |g| {
-            g.ready() && g.status.as_ref().and_then(|s| s.slug.as_deref()).is_some()
-        })
-        .await;
-    let new_slug = slug_of(recreated).unwrap();
+    let new_slug = promote_guardrail_now(prod).await;
     assert_ne!(new_slug, old_slug);
     assert_eq!(h.count(GUARDRAIL_POST).await, 1, "{}", h.stats().await);
     let followed = support::wait_until(Duration::from_secs(20), || async {
-        (input_guardrail().await == json!(new_slug)).then_some(())
+        (input_guardrail(&h, &config_slug).await == json!(new_slug)).then_some(())
     })
     .await;
     assert!(
         followed.is_some(),
         "prod's Config still names {} rather than {new_slug}",
-        input_guardrail().await
+        input_guardrail(&h, &config_slug).await
     );
     h.stop().await;
 }
@@ -652,18 +656,8 @@ async fn remote_by_slug(h: &Harness, slug: &str) -> Option<Value> {
 /// dev just rolled back.
 #[tokio::test]
 async fn a_rollback_to_an_annotation_only_revision_is_taken_for_one_that_contains_the_change() {
-    let h = Harness::start_two_teams("atk2-rollback", DRIFT, None).await;
+    let h = following_at_r1("atk2-rollback", None, "1s").await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
-    support::create(&dev.api::<Config>(), &web("r1", None)).await;
-    support::create(
-        &prod.api::<Config>(),
-        &web("r1", Some(after(&dev.namespace, "1s"))),
-    )
-    .await;
-    for env in [dev, prod] {
-        env.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r1"))
-            .await;
-    }
     // Commit r2 does not change dev's document: only its annotation moves (no write).
     annotate(dev, "aigw.io/revision", "r2").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -729,12 +723,7 @@ async fn a_held_change_is_published_by_recreating_an_object_whose_create_answer_
     let remote_name = remote_by_slug(&h, &slug).await.unwrap()["name"].clone();
 
     // r2 reaches both; prod soaks it for an hour.
-    commit(dev, "r2", 4, None).await;
-    commit(prod, "r2", 4, None).await;
-    dev.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r2"))
-        .await;
-    prod.wait_for::<Config>("web", WAIT, |c| promoted_with(c, "False", "Soaking"))
-        .await;
+    r2_soaking_in_prod(dev, prod).await;
 
     // prod's remote config goes away outside aigw.
     h.reset_stats().await;
@@ -834,21 +823,8 @@ async fn plan_lets_promote_now_through_where_the_operator_refuses_an_invalid_pro
 /// keeps naming a guardrail that no longer exists.
 #[tokio::test]
 async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own_source_waits() {
-    let h = Harness::start_two_teams("atk2-follow", Duration::from_secs(2), None).await;
+    let (h, old_slug) = following_guardrails("atk2-follow").await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
-    let after_pii = json!({"after": [{"namespace": dev.namespace, "name": "pii"}], "soak": "1h"});
-    support::create(&dev.api::<Guardrail>(), &guardrail("r1", "a1", None)).await;
-    support::create(
-        &prod.api::<Guardrail>(),
-        &guardrail("r1", "a1", Some(after_pii)),
-    )
-    .await;
-    for env in [dev, prod] {
-        env.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r1"))
-            .await;
-    }
-    let slug_of = |g: Guardrail| g.status.and_then(|s| s.slug);
-    let old_slug = slug_of(prod.api::<Guardrail>().get("pii").await.unwrap()).unwrap();
     // dev's and prod's Config `routes`; prod's follows dev's and names prod's guardrail.
     let routes = |promotion: Option<Value>, refs: bool| -> Config {
         let mut spec = routing("routes");
@@ -856,15 +832,7 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
             spec["resourceRefs"] =
                 json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
         }
-        if let Some(promotion) = promotion {
-            spec["promotion"] = promotion;
-        }
-        serde_json::from_value(json!({
-            "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
-            "metadata": {"name": "routes", "annotations": {"aigw.io/revision": "r1"}},
-            "spec": spec
-        }))
-        .unwrap()
+        at_commit(("Config", "routes"), "r1", spec, promotion)
     };
     support::create(&dev.api::<Config>(), &routes(None, false)).await;
     dev.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
@@ -877,30 +845,11 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
     // of its own meanwhile, and has none to make.
     let pause = json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}});
     support::merge_patch(&dev.api::<Config>(), "routes", pause).await;
-    let input_guardrail = || async {
-        let remote = h
-            .remote_record_present("configs", "slug", &config_slug)
-            .await;
-        remote["config"]["input_guardrails"][0].clone()
-    };
-    assert_eq!(input_guardrail().await, json!(old_slug));
+    assert_eq!(input_guardrail(&h, &config_slug).await, json!(old_slug));
 
     // r2 of the guardrail soaks in prod; its remote guardrail is deleted outside aigw.
-    let commit = json!({"metadata": {"annotations": {"aigw.io/revision": "r2"}},
-        "spec": {"checks": [{"id": "default.regexMatch", "parameters": {"rule": "b2"}}]}});
-    for env in [dev, prod] {
-        support::merge_patch(&env.api::<Guardrail>(), "pii", &commit).await;
-    }
-    dev.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r2"))
-        .await;
-    prod.wait_for::<Guardrail>("pii", WAIT, |g| {
-        g.condition("Promoted")
-            .is_some_and(|(s, r, _)| s == "False" && r == "Soaking")
-    })
-    .await;
-    h.delete(&format!("/ai_gw/v2/guardrails/{old_slug}")).await;
-    let touch = json!({"metadata": {"labels": {"touched": "1"}}});
-    support::merge_patch(&prod.api::<Guardrail>(), "pii", touch).await;
+    guardrail_r2_soaking_in_prod(dev, prod).await;
+    delete_remote_guardrail(&h, prod, &old_slug).await;
     prod.wait_for::<Config>("routes", WAIT, |c| {
         c.condition("Ready")
             .is_some_and(|(s, r, _)| s == "False" && r == "ReferenceNotReady")
@@ -908,24 +857,17 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
     .await;
 
     // The guardrail's override lets r2 through: it is created again with a new slug.
-    let promote = json!({"metadata": {"annotations": {"aigw.io/promote-now": "r2"}}});
-    support::merge_patch(&prod.api::<Guardrail>(), "pii", promote).await;
-    let recreated = prod
-        .wait_for::<Guardrail>("pii", WAIT, |g| {
-            g.ready() && g.status.as_ref().and_then(|s| s.slug.as_deref()).is_some()
-        })
-        .await;
-    let new_slug = slug_of(recreated).unwrap();
+    let new_slug = promote_guardrail_now(prod).await;
     assert_ne!(new_slug, old_slug);
     let followed = support::wait_until(Duration::from_secs(20), || async {
-        (input_guardrail().await == json!(new_slug)).then_some(())
+        (input_guardrail(&h, &config_slug).await == json!(new_slug)).then_some(())
     })
     .await;
     let config = prod.api::<Config>().get("routes").await.unwrap();
     assert!(
         followed.is_some(),
         "prod's Config still names the deleted guardrail {} rather than {new_slug}; its Ready: {:?}; Promoted: {:?}",
-        input_guardrail().await,
+        input_guardrail(&h, &config_slug).await,
         config.condition("Ready"),
         config.condition("Promoted")
     );

@@ -46,6 +46,19 @@ impl Harness {
         self.env.wait_for(name, timeout, done).await
     }
 
+    /// [`TestEnv::condition_message`](super::TestEnv::condition_message) in the test's namespace.
+    pub async fn condition_message<K>(
+        &self,
+        name: &str,
+        timeout: Duration,
+        reason: (&str, &str),
+    ) -> String
+    where
+        K: super::NamespacedKind + Conditions,
+    {
+        self.env.condition_message::<K>(name, timeout, reason).await
+    }
+
     /// Applies the Secret `name` of the operator's namespace (the test namespace) with
     /// `string_data`, labelled for cluster-scoped readers when `readable`.
     pub async fn put_secret(&self, name: &str, string_data: Value, readable: bool) {

@@ -96,6 +96,13 @@ impl Emu {
             .unwrap_or(Value::Null)
     }
 
+    /// POSTs `body` to `path`, which answers 400; the answer.
+    pub async fn post_refused(&self, path: &str, body: Value) -> Value {
+        let (status, answer) = self.post(path, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        answer
+    }
+
     /// Creates with `POST path`; the receipt, which holds `id`, `object` and `slug` only.
     pub async fn post_receipt(&self, path: &str, body: Value) -> Value {
         let (status, receipt) = self.post(path, body).await;

@@ -278,6 +278,16 @@ where
         .unwrap_or_else(|e| panic!("failed to create {}: {e}", object.name_any()))
 }
 
+/// The message of the apiserver's refusal `result` holds; a panic naming `what` when it was
+/// accepted.
+pub fn refusal<T>(result: Result<T, kube::Error>, what: impl std::fmt::Display) -> String {
+    match result {
+        Ok(_) => panic!("the apiserver accepted {what}"),
+        Err(kube::Error::Api(status)) => status.message,
+        Err(other) => panic!("unexpected error: {other}"),
+    }
+}
+
 /// Merge-patches the object `name` through `api` with `patch`; the object as patched.
 pub async fn merge_patch<K>(
     api: &Api<K>,

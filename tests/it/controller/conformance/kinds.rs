@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Conflict, Fixture, Remote};
+use super::{Conflict, Edits, Fixture, Meta, Remote};
 use crate::support::harness::Harness;
 
 const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
@@ -11,6 +11,41 @@ const UPSTREAM_KEY: &str = "sk-upstream-Cf4Mx8Tq2Wz6";
 /// The lost-answer fault of a kind that reads the remote object its spec's slug names before
 /// creating it (the write alone answered 5xx after the commit).
 const READS_FIRST: &str = "error_after_commit_rate";
+/// A kind that reads the remote object its spec's slug names before creating it, and Secrets of
+/// the operator's namespace; what a correction replaced is in its event only.
+const READS_SECRETS_FIRST: Meta = Meta {
+    lost_answer: READS_FIRST,
+    records_drift: false,
+    secret_namespace: true,
+    ..Meta::DEFAULT
+};
+
+/// The immutable edit of a kind with a `connectionRef`: another Connection.
+fn another_connection() -> Value {
+    json!({"connectionRef": {"name": "another-connection"}})
+}
+
+/// The edits of the text field `field` (shown at `pointer`), by the spec and remotely, and
+/// `immutable`.
+fn text_edits(field: &str, pointer: &'static str, immutable: Value) -> Edits {
+    let edited = ("edited by the spec", "edited remotely");
+    string_edits((field, field), pointer, edited, immutable)
+}
+
+/// The edits of a string field, `fields` in the spec's and the API's names (shown at
+/// `pointer`), to `values` by the spec and remotely, and `immutable`.
+fn string_edits(
+    fields: (&str, &str),
+    pointer: &'static str,
+    values: (&str, &str),
+    immutable: Value,
+) -> Edits {
+    Edits {
+        spec: set(fields.0, pointer, values.0),
+        remote: set(fields.1, pointer, values.1),
+        immutable,
+    }
+}
 
 /// An edit setting `field` to `value`, with the pointer at which the remote object shows it.
 fn set(
@@ -25,109 +60,116 @@ fn set(
 pub struct ConfigKind;
 
 impl Fixture for ConfigKind {
-    const KIND: &'static str = "Config";
-    const PLURAL: &'static str = "configs";
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/v2/configs",
-        "/ai_gw/v2/configs/{slug}",
-        "configs",
-        "slug",
-    )
-    .slug_path();
+    const META: Meta = Meta {
+        kind: "Config",
+        plural: "configs",
+        remote: Remote::new("/ai_gw/v2/configs", "{slug}", "configs", "slug").slug_path(),
+        ..Meta::DEFAULT
+    };
 
     fn spec(_h: &Harness, name: &str) -> Value {
         json!({"name": name, "config": {"retry": {"attempts": 3}, "strategy": {"mode": "fallback"},
                "targets": [{"provider": "@openai"}, {"provider": "@anthropic"}]}})
     }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        let edit = json!({"config": {"retry": {"attempts": 5}}});
-        (edit, "/config/retry/attempts", json!(5))
-    }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        let edit = json!({"config": {"retry": {"attempts": 9}}});
-        (edit, "/config/retry/attempts", json!(9))
+    fn edits() -> Edits {
+        Edits {
+            spec: (
+                json!({"config": {"retry": {"attempts": 5}}}),
+                "/config/retry/attempts",
+                json!(5),
+            ),
+            remote: (
+                json!({"config": {"retry": {"attempts": 9}}}),
+                "/config/retry/attempts",
+                json!(9),
+            ),
+            immutable: another_connection(),
+        }
     }
 }
 
-fn rate_limits(name: &str, type_: &str) -> Value {
-    json!({"name": name, "type": type_, "unit": "rpm", "value": 100,
-           "conditions": [{"key": "workspace_id", "value": "ws-1"}], "groupBy": [{"key": "api_key"}]})
+/// A limits policy `name` of `type_` with its kind's `fields`, in the spec's terms.
+fn policy(name: &str, type_: &str, fields: Value) -> Value {
+    let mut policy = json!({"name": name, "type": type_,
+        "conditions": [{"key": "workspace_id", "value": "ws-1"}], "groupBy": [{"key": "api_key"}]});
+    super::merge(&mut policy, fields);
+    policy
+}
+
+/// A policy's edits of its limit, `fields` in the spec's and the API's names, shown at
+/// `pointer`: 250 by the spec, 1 remotely; its `type` is immutable.
+fn limit_edits(fields: (&str, &str), pointer: &'static str) -> Edits {
+    Edits {
+        spec: set(fields.0, pointer, 250),
+        remote: set(fields.1, pointer, 1),
+        immutable: json!({"type": "tokens"}),
+    }
+}
+
+/// A remote policy `name` with `fields` (the API's names) of type `tokens`: `type` is immutable.
+fn tokens_policy(name: &str, fields: Value) -> Option<Conflict> {
+    let mut post = policy(name, "tokens", fields);
+    post["group_by"] = post["groupBy"].take();
+    post.as_object_mut().unwrap().remove("groupBy");
+    Some(Conflict::by_policy_id(post))
 }
 
 pub struct RateLimitsPolicyKind;
 
 impl Fixture for RateLimitsPolicyKind {
-    const KIND: &'static str = "RateLimitsPolicy";
-    const PLURAL: &'static str = "ratelimitspolicies";
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/v2/policies/rate-limits",
-        "/ai_gw/v2/policies/rate-limits/{rateLimitsPolicyId}",
-        "rate_limits",
-        "id",
-    );
+    const META: Meta = Meta {
+        kind: "RateLimitsPolicy",
+        plural: "ratelimitspolicies",
+        remote: Remote::new(
+            "/ai_gw/v2/policies/rate-limits",
+            "{rateLimitsPolicyId}",
+            "rate_limits",
+            "id",
+        ),
+        ..Meta::DEFAULT
+    };
 
     fn spec(_h: &Harness, name: &str) -> Value {
-        rate_limits(name, "requests")
+        policy(name, "requests", json!({"unit": "rpm", "value": 100}))
     }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        set("value", "/value", 250)
-    }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        set("value", "/value", 1)
-    }
-    fn immutable_edit() -> Value {
-        json!({"type": "tokens"})
+    fn edits() -> Edits {
+        limit_edits(("value", "value"), "/value")
     }
     fn conflict(_h: &Harness, name: &str) -> Option<Conflict> {
-        let mut post = rate_limits(name, "tokens");
-        post["group_by"] = post["groupBy"].take();
-        post.as_object_mut().unwrap().remove("groupBy");
-        Some(Conflict {
-            post,
-            adopt: "policyId",
-            answer: "id",
-        })
+        tokens_policy(name, json!({"unit": "rpm", "value": 100}))
     }
-}
-
-fn usage_limits(name: &str, type_: &str) -> Value {
-    json!({"name": name, "type": type_, "creditLimit": 100, "periodicReset": "monthly",
-           "conditions": [{"key": "workspace_id", "value": "ws-1"}], "groupBy": [{"key": "api_key"}]})
 }
 
 pub struct UsageLimitsPolicyKind;
 
 impl Fixture for UsageLimitsPolicyKind {
-    const KIND: &'static str = "UsageLimitsPolicy";
-    const PLURAL: &'static str = "usagelimitspolicies";
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/v2/policies/usage-limits",
-        "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}",
-        "usage_limits",
-        "id",
-    );
+    const META: Meta = Meta {
+        kind: "UsageLimitsPolicy",
+        plural: "usagelimitspolicies",
+        remote: Remote::new(
+            "/ai_gw/v2/policies/usage-limits",
+            "{policyUsageLimitsId}",
+            "usage_limits",
+            "id",
+        ),
+        ..Meta::DEFAULT
+    };
 
     fn spec(_h: &Harness, name: &str) -> Value {
-        usage_limits(name, "cost")
+        policy(
+            name,
+            "cost",
+            json!({"creditLimit": 100, "periodicReset": "monthly"}),
+        )
     }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        set("creditLimit", "/credit_limit", 250)
-    }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        set("credit_limit", "/credit_limit", 1)
-    }
-    fn immutable_edit() -> Value {
-        json!({"type": "tokens"})
+    fn edits() -> Edits {
+        limit_edits(("creditLimit", "credit_limit"), "/credit_limit")
     }
     fn conflict(_h: &Harness, name: &str) -> Option<Conflict> {
-        let post = json!({"name": name, "type": "tokens", "credit_limit": 100, "periodic_reset": "monthly",
-                          "conditions": [{"key": "workspace_id", "value": "ws-1"}],
-                          "group_by": [{"key": "api_key"}]});
-        Some(Conflict {
-            post,
-            adopt: "policyId",
-            answer: "id",
-        })
+        tokens_policy(
+            name,
+            json!({"credit_limit": 100, "periodic_reset": "monthly"}),
+        )
     }
 }
 
@@ -151,73 +193,66 @@ fn mcp_guardrail(name: &str, workspace: bool) -> Conflict {
     if workspace {
         post["workspace_id"] = json!(WORKSPACE);
     }
-    Conflict {
-        post,
-        adopt: "slug",
-        answer: "slug",
-    }
+    Conflict::by_slug(post)
 }
 
-pub struct GuardrailKind;
+/// A guardrail of a workspace (`Guardrail`) or of the organisation (`ClusterGuardrail`): one
+/// fixture, the organisation's naming no workspace and living under the admin routes.
+pub struct GuardrailOf<const ORGANISATION: bool>;
 
-impl Fixture for GuardrailKind {
-    const KIND: &'static str = "Guardrail";
-    const PLURAL: &'static str = "guardrails";
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/v2/guardrails",
-        "/ai_gw/v2/guardrails/{guardrailId}",
-        "guardrails",
-        "slug",
-    )
-    .slug_path();
+pub type GuardrailKind = GuardrailOf<false>;
+pub type ClusterGuardrailKind = GuardrailOf<true>;
 
-    fn spec(_h: &Harness, name: &str) -> Value {
-        guardrail(name, true)
-    }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        let edit = json!({"checks": checks("\\d{12}")});
-        (edit, "/checks/0/parameters/rule", json!("\\d{12}"))
-    }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        let edit = json!({"checks": checks("x")});
-        (edit, "/checks/0/parameters/rule", json!("x"))
-    }
-    fn immutable_edit() -> Value {
-        json!({"target": "mcp_tools"})
-    }
-    fn conflict(_h: &Harness, name: &str) -> Option<Conflict> {
-        Some(mcp_guardrail(name, true))
-    }
-}
-
-pub struct ClusterGuardrailKind;
-
-impl Fixture for ClusterGuardrailKind {
-    const KIND: &'static str = "ClusterGuardrail";
-    const PLURAL: &'static str = "clusterguardrails";
-    const CLUSTER: bool = true;
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/admin/v2/guardrails",
-        "/ai_gw/admin/v2/guardrails/{guardrailId}",
-        "guardrails",
-        "slug",
-    )
-    .slug_path();
+impl<const ORGANISATION: bool> Fixture for GuardrailOf<ORGANISATION> {
+    const META: Meta = if ORGANISATION {
+        Meta {
+            kind: "ClusterGuardrail",
+            plural: "clusterguardrails",
+            cluster: true,
+            remote: Remote::new(
+                "/ai_gw/admin/v2/guardrails",
+                "{guardrailId}",
+                "guardrails",
+                "slug",
+            )
+            .slug_path(),
+            ..Meta::DEFAULT
+        }
+    } else {
+        Meta {
+            kind: "Guardrail",
+            plural: "guardrails",
+            remote: Remote::new(
+                "/ai_gw/v2/guardrails",
+                "{guardrailId}",
+                "guardrails",
+                "slug",
+            )
+            .slug_path(),
+            ..Meta::DEFAULT
+        }
+    };
 
     fn spec(_h: &Harness, name: &str) -> Value {
-        guardrail(name, false)
+        guardrail(name, !ORGANISATION)
     }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        GuardrailKind::spec_edit()
-    }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        GuardrailKind::remote_edit()
-    }
-    fn immutable_edit() -> Value {
-        json!({"target": "mcp_tools"})
+    fn edits() -> Edits {
+        Edits {
+            spec: (
+                json!({"checks": checks("\\d{12}")}),
+                "/checks/0/parameters/rule",
+                json!("\\d{12}"),
+            ),
+            remote: (
+                json!({"checks": checks("x")}),
+                "/checks/0/parameters/rule",
+                json!("x"),
+            ),
+            immutable: json!({"target": "mcp_tools"}),
+        }
     }
     fn conflict(_h: &Harness, name: &str) -> Option<Conflict> {
-        Some(mcp_guardrail(name, false))
+        Some(mcp_guardrail(name, !ORGANISATION))
     }
 }
 
@@ -251,19 +286,18 @@ fn integration(h: &Harness, name: &str) -> Value {
 pub struct IntegrationKind;
 
 impl Fixture for IntegrationKind {
-    const KIND: &'static str = "Integration";
-    const PLURAL: &'static str = "integrations";
-    const CLUSTER: bool = true;
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/admin/v2/integrations",
-        "/ai_gw/admin/v2/integrations/{integrationId}",
-        "integrations",
-        "slug",
-    );
-    const LOST_ANSWER: &'static str = READS_FIRST;
-    /// What a correction replaced is in its event only.
-    const RECORDS_DRIFT: bool = false;
-    const SECRET_NAMESPACE: bool = true;
+    const META: Meta = Meta {
+        kind: "Integration",
+        plural: "integrations",
+        cluster: true,
+        remote: Remote::new(
+            "/ai_gw/admin/v2/integrations",
+            "{integrationId}",
+            "integrations",
+            "slug",
+        ),
+        ..READS_SECRETS_FIRST
+    };
 
     async fn prepare(h: &Harness) {
         put_upstream_key(h).await;
@@ -271,85 +305,65 @@ impl Fixture for IntegrationKind {
     fn spec(h: &Harness, name: &str) -> Value {
         integration(h, name)
     }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        set("name", "/name", "edited by the spec")
+    fn edits() -> Edits {
+        text_edits("name", "/name", json!({"aiProviderId": "anthropic"}))
     }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        set("name", "/name", "edited remotely")
-    }
-    fn immutable_edit() -> Value {
-        json!({"aiProviderId": "anthropic"})
-    }
-}
-
-/// The `auth_config` Secret of a SecretReference.
-async fn put_auth_config(h: &Harness) {
-    let data = json!({"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
-                      "aws_access_key_id": "AKIACF0TESTKEY", "aws_secret_access_key": UPSTREAM_KEY});
-    h.put_secret("cf-sm-auth", data, true).await;
 }
 
 pub struct SecretReferenceKind;
 
 impl Fixture for SecretReferenceKind {
-    const KIND: &'static str = "SecretReference";
-    const PLURAL: &'static str = "secretreferences";
-    const CLUSTER: bool = true;
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/admin/v2/secret-references",
-        "/ai_gw/admin/v2/secret-references/{secretReferenceId}",
-        "secret_references",
-        "slug",
-    );
-    const LOST_ANSWER: &'static str = READS_FIRST;
-    /// What a correction replaced is in its event only.
-    const RECORDS_DRIFT: bool = false;
-    const SECRET_NAMESPACE: bool = true;
+    const META: Meta = Meta {
+        kind: "SecretReference",
+        plural: "secretreferences",
+        cluster: true,
+        remote: Remote::new(
+            "/ai_gw/admin/v2/secret-references",
+            "{secretReferenceId}",
+            "secret_references",
+            "slug",
+        ),
+        ..READS_SECRETS_FIRST
+    };
 
+    /// The `auth_config` Secret.
     async fn prepare(h: &Harness) {
-        put_auth_config(h).await;
+        let data = json!({"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
+                          "aws_access_key_id": "AKIACF0TESTKEY", "aws_secret_access_key": UPSTREAM_KEY});
+        h.put_secret("cf-sm-auth", data, true).await;
     }
     fn spec(h: &Harness, name: &str) -> Value {
         json!({"slug": h.cluster_name(name), "name": name, "managerType": "aws_sm",
                "secretPath": "prod/openai", "authConfigSecretRef": {"name": "cf-sm-auth"},
                "allowedWorkspaces": [WORKSPACE]})
     }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        set("secretPath", "/secret_path", "edited/by/the/spec")
-    }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        set("secret_path", "/secret_path", "edited/remotely")
-    }
-    fn immutable_edit() -> Value {
-        json!({"managerType": "azure_kv"})
+    fn edits() -> Edits {
+        string_edits(
+            ("secretPath", "secret_path"),
+            "/secret_path",
+            ("edited/by/the/spec", "edited/remotely"),
+            json!({"managerType": "azure_kv"}),
+        )
     }
     /// A reference into another manager (`managerType` is immutable).
     fn conflict(_h: &Harness, name: &str) -> Option<Conflict> {
-        Some(Conflict {
-            post: json!({"name": name, "manager_type": "azure_kv", "secret_path": "kv/openai",
+        Some(Conflict::by_slug(
+            json!({"name": name, "manager_type": "azure_kv", "secret_path": "kv/openai",
                          "auth_config": {"azure_auth_mode": "managed",
                                          "azure_vault_url": "https://kv.vault.azure.net"}}),
-            adopt: "slug",
-            answer: "slug",
-        })
+        ))
     }
 }
 
 pub struct ProviderKind;
 
 impl Fixture for ProviderKind {
-    const KIND: &'static str = "Provider";
-    const PLURAL: &'static str = "providers";
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/v2/providers",
-        "/ai_gw/v2/providers/{providerId}",
-        "providers",
-        "slug",
-    );
-    const LOST_ANSWER: &'static str = READS_FIRST;
-    /// What a correction replaced is in its event only.
-    const RECORDS_DRIFT: bool = false;
-    const SECRET_NAMESPACE: bool = true;
+    const META: Meta = Meta {
+        kind: "Provider",
+        plural: "providers",
+        remote: Remote::new("/ai_gw/v2/providers", "{providerId}", "providers", "slug"),
+        ..READS_SECRETS_FIRST
+    };
 
     /// The Integration every provider binds, Ready.
     async fn prepare(h: &Harness) {
@@ -361,129 +375,125 @@ impl Fixture for ProviderKind {
         json!({"slug": format!("{}-{name}", h.env.namespace), "name": name, "note": "conformance",
                "workspaceId": WORKSPACE, "integration": h.cluster_name("cf-int")})
     }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        set("note", "/note", "edited by the spec")
-    }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        set("note", "/note", "edited remotely")
-    }
-    fn immutable_edit() -> Value {
-        json!({"workspaceId": OTHER_WORKSPACE})
+    fn edits() -> Edits {
+        text_edits("note", "/note", json!({"workspaceId": OTHER_WORKSPACE}))
     }
 }
 
 pub struct DeploymentKind;
 
 impl Fixture for DeploymentKind {
-    const KIND: &'static str = "Deployment";
-    const PLURAL: &'static str = "deployments";
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/admin/v2/deployments",
-        "/ai_gw/admin/v2/deployments/{deploymentId}",
-        "deployments",
-        "id",
-    );
+    const META: Meta = Meta {
+        kind: "Deployment",
+        plural: "deployments",
+        remote: Remote::new(
+            "/ai_gw/admin/v2/deployments",
+            "{deploymentId}",
+            "deployments",
+            "id",
+        ),
+        ..Meta::DEFAULT
+    };
 
     fn spec(_h: &Harness, name: &str) -> Value {
         json!({"name": name, "type": "non_production",
                "credentialsSecretRef": {"name": format!("{name}-credentials")}})
     }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        set("name", "/name", "edited-by-the-spec")
-    }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        set("name", "/name", "edited-remotely")
+    fn edits() -> Edits {
+        string_edits(
+            ("name", "name"),
+            "/name",
+            ("edited-by-the-spec", "edited-remotely"),
+            another_connection(),
+        )
     }
 }
 
 pub struct ApiKeyKind;
 
 impl Fixture for ApiKeyKind {
-    const KIND: &'static str = "ApiKey";
-    const PLURAL: &'static str = "apikeys";
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/v2/api-keys/service",
-        "/ai_gw/v2/api-keys/service/{keyId}",
-        "api_keys",
-        "id",
-    );
-    /// The value of a key whose create answer was lost is lost with it: the key found (by the
-    /// mark aigw puts in the description) is deleted and one more is created.
-    const LOST_CREATE_POSTS: u64 = 2;
-    /// What a correction replaced is in its event only.
-    const RECORDS_DRIFT: bool = false;
+    const META: Meta = Meta {
+        kind: "ApiKey",
+        plural: "apikeys",
+        remote: Remote::new("/ai_gw/v2/api-keys/service", "{keyId}", "api_keys", "id"),
+        // The value of a key whose create answer was lost is lost with it: the key found (by the
+        // mark aigw puts in the description) is deleted and one more is created.
+        lost_create_posts: 2,
+        // What a correction replaced is in its event only.
+        records_drift: false,
+        ..Meta::DEFAULT
+    };
 
     fn spec(_h: &Harness, name: &str) -> Value {
         json!({"name": name, "kind": "service", "scopes": ["completions.write"],
                "secretRef": {"name": format!("{name}-key")}})
     }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        let scopes = json!({"scopes": ["completions.write", "logs.write"]});
-        (scopes, "/scopes/1", json!("logs.write"))
-    }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        let scopes = json!({"scopes": ["logs.write"]});
-        (scopes, "/scopes/0", json!("logs.write"))
-    }
-    fn immutable_edit() -> Value {
-        json!({"kind": "user"})
+    fn edits() -> Edits {
+        Edits {
+            spec: (
+                json!({"scopes": ["completions.write", "logs.write"]}),
+                "/scopes/1",
+                json!("logs.write"),
+            ),
+            remote: (
+                json!({"scopes": ["logs.write"]}),
+                "/scopes/0",
+                json!("logs.write"),
+            ),
+            immutable: json!({"kind": "user"}),
+        }
     }
 }
 
 pub struct WorkspaceKind;
 
 impl Fixture for WorkspaceKind {
-    const KIND: &'static str = "Workspace";
-    const PLURAL: &'static str = "workspaces";
-    const CLUSTER: bool = true;
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/admin/v2/workspaces",
-        "/ai_gw/admin/v2/workspaces/{workspaceRef}",
-        "workspaces",
-        "id",
-    );
-    /// Its create reads its IAM scope first (and the lost-answer fault of every request would
-    /// lose that read too): the writes alone are answered 5xx after the commit.
-    const LOST_ANSWER: &'static str = "error_after_commit_rate";
-    /// What a correction replaced is in its event only.
-    const RECORDS_DRIFT: bool = false;
+    const META: Meta = Meta {
+        kind: "Workspace",
+        plural: "workspaces",
+        cluster: true,
+        remote: Remote::new(
+            "/ai_gw/admin/v2/workspaces",
+            "{workspaceRef}",
+            "workspaces",
+            "id",
+        ),
+        // Its create reads its IAM scope first (and the lost-answer fault of every request would
+        // lose that read too): the writes alone are answered 5xx after the commit.
+        lost_answer: "error_after_commit_rate",
+        // What a correction replaced is in its event only.
+        records_drift: false,
+        ..Meta::DEFAULT
+    };
 
     fn spec(_h: &Harness, name: &str) -> Value {
         json!({"name": name, "description": "made by the conformance matrix"})
     }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        set("description", "/description", "edited by the spec")
+    fn edits() -> Edits {
+        text_edits("description", "/description", another_connection())
     }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        set("description", "/description", "edited remotely")
-    }
-}
-
-/// The `configurations` Secret of an McpIntegration.
-async fn put_mcp_configurations(h: &Harness) {
-    let data = json!({"custom_headers": format!("{{\"x-api-key\":\"{UPSTREAM_KEY}\"}}")});
-    h.put_secret("cf-mcp-config", data, true).await;
 }
 
 pub struct McpIntegrationKind;
 
 impl Fixture for McpIntegrationKind {
-    const KIND: &'static str = "McpIntegration";
-    const PLURAL: &'static str = "mcpintegrations";
-    const CLUSTER: bool = true;
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/admin/v2/mcp-integrations",
-        "/ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}",
-        "mcp_integrations",
-        "slug",
-    );
-    const LOST_ANSWER: &'static str = READS_FIRST;
-    /// What a correction replaced is in its event only.
-    const RECORDS_DRIFT: bool = false;
-    const SECRET_NAMESPACE: bool = true;
+    const META: Meta = Meta {
+        kind: "McpIntegration",
+        plural: "mcpintegrations",
+        cluster: true,
+        remote: Remote::new(
+            "/ai_gw/admin/v2/mcp-integrations",
+            "{mcpIntegrationId}",
+            "mcp_integrations",
+            "slug",
+        ),
+        ..READS_SECRETS_FIRST
+    };
 
+    /// The `configurations` Secret.
     async fn prepare(h: &Harness) {
-        put_mcp_configurations(h).await;
+        let data = json!({"custom_headers": format!("{{\"x-api-key\":\"{UPSTREAM_KEY}\"}}")});
+        h.put_secret("cf-mcp-config", data, true).await;
     }
     fn spec(h: &Harness, name: &str) -> Value {
         json!({"slug": h.cluster_name(name), "name": name, "url": "https://mcp.example.com/mcp",
@@ -491,24 +501,24 @@ impl Fixture for McpIntegrationKind {
                "configurationsSecretRef": {"name": "cf-mcp-config"},
                "workspaces": [{"workspace": WORKSPACE}]})
     }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        set("url", "/url", "https://mcp.example.com/edited-by-the-spec")
-    }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        set("url", "/url", "https://mcp.example.com/edited-remotely")
-    }
-    fn immutable_edit() -> Value {
-        json!({"slug": "another-slug"})
+    fn edits() -> Edits {
+        string_edits(
+            ("url", "url"),
+            "/url",
+            (
+                "https://mcp.example.com/edited-by-the-spec",
+                "https://mcp.example.com/edited-remotely",
+            ),
+            json!({"slug": "another-slug"}),
+        )
     }
     /// A workspace's own MCP integration (`workspace_id` set, which no update can change) is
     /// never the organisation's to adopt.
     fn conflict(_h: &Harness, name: &str) -> Option<Conflict> {
-        Some(Conflict {
-            post: json!({"name": name, "url": "https://mcp.example.com/mcp", "auth_type": "none",
+        Some(Conflict::by_slug(
+            json!({"name": name, "url": "https://mcp.example.com/mcp", "auth_type": "none",
                          "transport": "http", "workspace_id": WORKSPACE}),
-            adopt: "slug",
-            answer: "slug",
-        })
+        ))
     }
 }
 
@@ -531,17 +541,20 @@ pub fn server_slug(h: &Harness, name: &str) -> String {
 pub struct McpServerKind;
 
 impl Fixture for McpServerKind {
-    const KIND: &'static str = "McpServer";
-    const PLURAL: &'static str = "mcpservers";
-    const REMOTE: Remote = Remote::new(
-        "/ai_gw/v2/mcp-servers",
-        "/ai_gw/v2/mcp-servers/{mcpServerId}",
-        "mcp_servers",
-        "slug",
-    );
-    const LOST_ANSWER: &'static str = READS_FIRST;
-    /// What a correction replaced is in its event only.
-    const RECORDS_DRIFT: bool = false;
+    const META: Meta = Meta {
+        kind: "McpServer",
+        plural: "mcpservers",
+        remote: Remote::new(
+            "/ai_gw/v2/mcp-servers",
+            "{mcpServerId}",
+            "mcp_servers",
+            "slug",
+        ),
+        lost_answer: READS_FIRST,
+        // What a correction replaced is in its event only.
+        records_drift: false,
+        ..Meta::DEFAULT
+    };
 
     async fn prepare(h: &Harness) {
         ready_mcp_integration(h, "cf-mcpi").await;
@@ -550,13 +563,11 @@ impl Fixture for McpServerKind {
         json!({"slug": server_slug(h, name), "name": name, "description": "conformance",
                "workspaceId": WORKSPACE, "integrationRef": {"name": h.cluster_name("cf-mcpi")}})
     }
-    fn spec_edit() -> (Value, &'static str, Value) {
-        set("description", "/description", "edited by the spec")
-    }
-    fn remote_edit() -> (Value, &'static str, Value) {
-        set("description", "/description", "edited remotely")
-    }
-    fn immutable_edit() -> Value {
-        json!({"workspaceId": OTHER_WORKSPACE})
+    fn edits() -> Edits {
+        text_edits(
+            "description",
+            "/description",
+            json!({"workspaceId": OTHER_WORKSPACE}),
+        )
     }
 }

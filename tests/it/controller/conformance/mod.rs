@@ -1,9 +1,10 @@
 //! The conformance matrix: the driver's guarantees, written once and proven the same way for
 //! every kind that has a remote object (provider-template's behaviour tests, in aigw's terms).
-//! A kind is one [`Fixture`] (in [`kinds`]): how to build a minimal valid resource of it, its
-//! routes in the emulator, a field to edit remotely, a spec edit, an immutable field; the
-//! `conformance!` list at the bottom instantiates [`run`] for it. Each kind runs every check on
-//! one harness (one namespace, emulator and operator), one object per check:
+//! A kind is one [`Fixture`] (in [`kinds`]): what it is ([`Meta`]: its routes in the emulator
+//! among them), how to build a minimal valid resource of it, a field to edit remotely, a spec
+//! edit, an immutable field ([`Edits`]); the `conformance!` list at the bottom instantiates
+//! [`run`] for it. Each kind runs every check on one harness (one namespace, emulator and
+//! operator), one object per check:
 //!
 //! - (a) `create`: created with exactly one POST, its key recorded in the status;
 //! - (b) `steady`: no remote write and no write to the object (status included) across drift
@@ -39,7 +40,7 @@ pub const WAIT: Duration = Duration::from_secs(30);
 
 /// What a remote object the kind can adopt looks like when it differs in an immutable field.
 pub struct Conflict {
-    /// The body of a POST to [`Fixture::COLLECTION`] that makes it.
+    /// The body of a POST to [`Remote::collection`] that makes it.
     pub post: Value,
     /// The spec field that adopts it ("policyId", "slug").
     pub adopt: &'static str,
@@ -47,13 +48,33 @@ pub struct Conflict {
     pub answer: &'static str,
 }
 
-/// One kind of the matrix.
+impl Conflict {
+    /// A conflict adopted by `slug`, the POST's answer's `slug`.
+    pub fn by_slug(post: Value) -> Self {
+        Conflict {
+            post,
+            adopt: "slug",
+            answer: "slug",
+        }
+    }
+
+    /// A policy's conflict, adopted by `policyId`, the POST's answer's `id`.
+    pub fn by_policy_id(post: Value) -> Self {
+        Conflict {
+            post,
+            adopt: "policyId",
+            answer: "id",
+        }
+    }
+}
+
 /// Where the remote objects of a kind are.
 pub struct Remote {
     /// Where creates go: `POST {collection}`; reads start with `GET {collection}`.
     pub collection: &'static str,
-    /// The item route as the emulator counts it: "/ai_gw/v2/configs/{slug}".
-    pub item: &'static str,
+    /// The parameter of the item route (`{collection}/{param}`) as the emulator counts it:
+    /// "{slug}".
+    pub param: &'static str,
     /// The collection of `/_emulator/state` that holds its remote objects.
     pub state: &'static str,
     /// The status field that records the remote object, and the field of the remote object
@@ -67,17 +88,22 @@ impl Remote {
     /// Remote objects recorded by `key`, their item route taking their `id`.
     pub const fn new(
         collection: &'static str,
-        item: &'static str,
+        param: &'static str,
         state: &'static str,
         key: &'static str,
     ) -> Self {
         Remote {
             collection,
-            item,
+            param,
             state,
             key,
             path_key: "id",
         }
+    }
+
+    /// The item route as the emulator counts it: "/ai_gw/v2/configs/{slug}".
+    pub fn item(&self) -> String {
+        format!("{}/{}", self.collection, self.param)
     }
 
     /// The item route takes the remote object's `slug`.
@@ -89,30 +115,62 @@ impl Remote {
     }
 }
 
-pub trait Fixture {
-    const KIND: &'static str;
-    const PLURAL: &'static str;
-    const CLUSTER: bool = false;
+/// What a kind of the matrix is, and how its remote objects behave.
+pub struct Meta {
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub cluster: bool,
     /// Where its remote objects are, in the API and in the emulator.
-    const REMOTE: Remote;
+    pub remote: Remote,
     /// The emulator fault that loses the create's answer after committing it: the connection
     /// cut (`drop_after_commit_rate`, which loses every answer, reads too), or, for a kind that
     /// reads the object it names before creating it, the write alone answered 5xx
     /// (`error_after_commit_rate`).
-    const LOST_ANSWER: &'static str = "drop_after_commit_rate";
+    pub lost_answer: &'static str,
     /// The POSTs a create whose answer was lost takes in all (1: what it made is found and
     /// kept).
-    const LOST_CREATE_POSTS: u64 = 1;
+    pub lost_create_posts: u64,
     /// Whether the status keeps what a drift correction replaced (`status.lastDriftCorrection`).
-    const RECORDS_DRIFT: bool = true;
-
+    pub records_drift: bool,
     /// Whether it reads Secrets of the operator's namespace: its harness then has its own
     /// secret namespace (most kinds: the defaults).
-    const SECRET_NAMESPACE: bool = false;
+    pub secret_namespace: bool,
+}
+
+impl Meta {
+    /// The behaviour most kinds have: namespaced, a lost answer is a cut connection and
+    /// recovered with one POST, drift corrections recorded in the status, no Secret of the
+    /// operator's namespace read. Every kind names its own `kind`, `plural` and `remote`.
+    pub const DEFAULT: Meta = Meta {
+        kind: "",
+        plural: "",
+        cluster: false,
+        remote: Remote::new("", "", "", ""),
+        lost_answer: "drop_after_commit_rate",
+        lost_create_posts: 1,
+        records_drift: true,
+        secret_namespace: false,
+    };
+}
+
+/// A kind's edits: each merge patch with the pointer into the remote object it changes and the
+/// value it shows there once applied.
+pub struct Edits {
+    /// A spec edit (merge patch of `spec`).
+    pub spec: (Value, &'static str, Value),
+    /// A remote edit (body of a PUT to the item route).
+    pub remote: (Value, &'static str, Value),
+    /// A merge patch of `spec` changing a field admission keeps immutable.
+    pub immutable: Value,
+}
+
+/// One kind of the matrix.
+pub trait Fixture {
+    const META: Meta;
 
     /// A harness for this kind.
     async fn start(prefix: &str) -> Harness {
-        if Self::SECRET_NAMESPACE {
+        if Self::META.secret_namespace {
             Harness::start_with_secret_namespace(prefix, DRIFT).await
         } else {
             Harness::start_with(prefix, DRIFT).await
@@ -122,16 +180,8 @@ pub trait Fixture {
     async fn prepare(_h: &Harness) {}
     /// A minimal valid spec of the object `name` (its metadata name, before the cluster prefix).
     fn spec(h: &Harness, name: &str) -> Value;
-    /// A spec edit (merge patch of `spec`), the pointer into the remote object it shows at,
-    /// and the value it shows there once applied.
-    fn spec_edit() -> (Value, &'static str, Value);
-    /// A remote edit (body of a PUT to the item route), the pointer it changes and the value
-    /// it leaves there.
-    fn remote_edit() -> (Value, &'static str, Value);
-    /// A merge patch of `spec` changing a field admission keeps immutable.
-    fn immutable_edit() -> Value {
-        json!({"connectionRef": {"name": "another-connection"}})
-    }
+    /// Its spec, remote and immutable edits.
+    fn edits() -> Edits;
     /// A remote object to adopt that differs in an immutable field; `None` where the kind has
     /// no immutable field an adoption could meet.
     fn conflict(_h: &Harness, _name: &str) -> Option<Conflict> {
@@ -145,8 +195,8 @@ pub fn resource<F: Fixture>() -> ApiResource {
         group: "aigw.io".into(),
         version: "v1alpha1".into(),
         api_version: "aigw.io/v1alpha1".into(),
-        kind: F::KIND.into(),
-        plural: F::PLURAL.into(),
+        kind: F::META.kind.into(),
+        plural: F::META.plural.into(),
     }
 }
 
@@ -159,7 +209,7 @@ struct Kind<'h> {
 impl<'h> Kind<'h> {
     fn new<F: Fixture>(h: &'h Harness) -> Self {
         let resource = resource::<F>();
-        let api = match F::CLUSTER {
+        let api = match F::META.cluster {
             true => Api::all_with(h.env.client.clone(), &resource),
             false => Api::namespaced_with(h.env.client.clone(), &h.env.namespace, &resource),
         };
@@ -168,7 +218,7 @@ impl<'h> Kind<'h> {
 
     /// The object's name on the apiserver: cluster-scoped names carry the test's prefix.
     fn name<F: Fixture>(&self, name: &str) -> String {
-        match F::CLUSTER {
+        match F::META.cluster {
             true => self.h.cluster_name(name),
             false => name.to_string(),
         }
@@ -176,27 +226,27 @@ impl<'h> Kind<'h> {
 
     /// The operator's key of the object in its log lines.
     fn log_key<F: Fixture>(&self, name: &str) -> String {
-        let namespace = match F::CLUSTER {
+        let namespace = match F::META.cluster {
             true => String::new(),
             false => self.h.env.namespace.clone(),
         };
-        format!("{}/{namespace}/{}", F::KIND, self.name::<F>(name))
+        format!("{}/{namespace}/{}", F::META.kind, self.name::<F>(name))
     }
 
     async fn create<F: Fixture>(&self, name: &str, spec: Value) {
         let mut metadata = json!({"name": self.name::<F>(name)});
-        if F::CLUSTER {
+        if F::META.cluster {
             metadata["labels"] = json!({CLUSTER_LABEL: self.h.env.namespace});
         }
         let object: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "aigw.io/v1alpha1", "kind": F::KIND,
+            "apiVersion": "aigw.io/v1alpha1", "kind": F::META.kind,
             "metadata": metadata, "spec": spec
         }))
         .unwrap();
         self.api
             .create(&PostParams::default(), &object)
             .await
-            .unwrap_or_else(|e| panic!("{} {name}: create refused: {e}", F::KIND));
+            .unwrap_or_else(|e| panic!("{} {name}: create refused: {e}", F::META.kind));
     }
 
     async fn patch<F: Fixture>(&self, name: &str, patch: Value) -> Result<(), kube::Error> {
@@ -214,7 +264,7 @@ impl<'h> Kind<'h> {
     }
 
     async fn events<F: Fixture>(&self) -> String {
-        match F::CLUSTER {
+        match F::META.cluster {
             true => self.h.cluster_events_text().await,
             false => self.h.env.events_text().await,
         }
@@ -246,7 +296,7 @@ impl<'h> Kind<'h> {
             Some(object) => object,
             None => panic!(
                 "{} ({cell}): {name} did not get there within {within:?}\n--- object ---\n{}\n--- events ---\n{}",
-                F::KIND,
+                F::META.kind,
                 serde_yaml::to_string(&self.get::<F>(name).await).unwrap_or_default(),
                 self.events::<F>().await
             ),
@@ -263,7 +313,7 @@ impl<'h> Kind<'h> {
         self.api
             .delete(&full, &Default::default())
             .await
-            .unwrap_or_else(|e| panic!("{} ({cell}): delete {name}: {e}", F::KIND));
+            .unwrap_or_else(|e| panic!("{} ({cell}): delete {name}: {e}", F::META.kind));
         let gone = support::wait_until(WAIT, || async {
             self.api.get_opt(&full).await.ok()?.is_none().then_some(())
         })
@@ -271,7 +321,7 @@ impl<'h> Kind<'h> {
         if gone.is_none() {
             panic!(
                 "{} ({cell}): {name} was not deleted within {WAIT:?}\n{}\n--- events ---\n{}",
-                F::KIND,
+                F::META.kind,
                 serde_yaml::to_string(&self.get::<F>(name).await).unwrap_or_default(),
                 self.events::<F>().await
             );
@@ -280,18 +330,18 @@ impl<'h> Kind<'h> {
 
     /// Every remote object of the kind the emulator holds.
     async fn remotes<F: Fixture>(&self) -> Vec<Value> {
-        self.h.state().await[F::REMOTE.state]
+        self.h.state().await[F::META.remote.state]
             .as_array()
             .cloned()
             .unwrap_or_default()
     }
 
-    /// The remote object whose [`Fixture::KEY`] is `key`.
+    /// The remote object whose [`Remote::key`] is `key`.
     async fn remote<F: Fixture>(&self, key: &str) -> Option<Value> {
         self.remotes::<F>()
             .await
             .into_iter()
-            .find(|r| r[F::REMOTE.key] == key)
+            .find(|r| r[F::META.remote.key] == key)
     }
 
     /// Waits for the remote object `key` to satisfy `done`.
@@ -304,7 +354,7 @@ impl<'h> Kind<'h> {
         assert!(
             found.is_some(),
             "{} ({cell}): the remote object {key} did not get there: {:?}\n--- events ---\n{}",
-            F::KIND,
+            F::META.kind,
             self.remote::<F>(key).await,
             self.events::<F>().await
         );
@@ -327,7 +377,7 @@ impl<'h> Kind<'h> {
             .unwrap_or_else(|| {
                 panic!(
                     "{}: the operator did not reconcile {key} {times} times in {WAIT:?}",
-                    F::KIND
+                    F::META.kind
                 )
             });
         let before = reads::<F>(stats);
@@ -339,19 +389,62 @@ impl<'h> Kind<'h> {
 
     /// The key the status records (`status.<KEY>`).
     fn key<F: Fixture>(object: &Value) -> String {
-        object["status"][F::REMOTE.key]
+        object["status"][F::META.remote.key]
             .as_str()
-            .unwrap_or_else(|| panic!("{}: no status.{} in {object}", F::KIND, F::REMOTE.key))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: no status.{} in {object}",
+                    F::META.kind,
+                    F::META.remote.key
+                )
+            })
             .to_string()
+    }
+
+    /// Since the stats `before`, `endpoint` was called `expected` times (else the check `cell`
+    /// fails saying `what`), and the remote object `key` is there (else it fails saying it
+    /// `missing`).
+    async fn counted_then_kept<F: Fixture>(
+        &self,
+        before: &Value,
+        (endpoint, expected, what): (&str, u64, &str),
+        (cell, key, missing): (&str, &str, &str),
+    ) {
+        let after = self.h.stats().await;
+        assert_delta::<F>((before, &after), Some(endpoint), expected, (cell, what));
+        assert!(
+            self.remote::<F>(key).await.is_some(),
+            "{} ({cell}): the remote object {key} {missing}",
+            F::META.kind
+        );
+    }
+
+    /// Since the stats `before`, nothing was written (else the check `cell` fails saying
+    /// `written`), and the remote object `key` does not show `edited` at `pointer` (else it
+    /// fails saying `applied`).
+    async fn unwritten<F: Fixture>(
+        &self,
+        before: &Value,
+        (key, pointer, edited): (&str, &str, &Value),
+        (cell, written, applied): (&str, &str, &str),
+    ) {
+        let after = self.h.stats().await;
+        assert_delta::<F>((before, &after), None, 0, (cell, written));
+        let remote = self.remote::<F>(key).await.unwrap();
+        assert!(
+            !same(at(&remote, pointer), edited),
+            "{} ({cell}): {applied}",
+            F::META.kind
+        );
     }
 
     /// The path of the remote object `key` on the item route.
     async fn path<F: Fixture>(&self, key: &str) -> String {
         let remote = self.remote::<F>(key).await.expect("the remote object");
-        let segment = remote[F::REMOTE.path_key]
+        let segment = remote[F::META.remote.path_key]
             .as_str()
             .expect("the remote object's path key");
-        format!("{}/{segment}", F::REMOTE.collection)
+        format!("{}/{segment}", F::META.remote.collection)
     }
 }
 
@@ -402,10 +495,28 @@ fn writes(stats: &Value) -> u64 {
         .sum()
 }
 
+/// Asserts `expected` requests to `endpoint` ("METHOD /template"; every remote write for
+/// `None`) between the stats documents `before` and `after`; the failure says the kind, the
+/// check `cell`, `what` went wrong and the stats after.
+fn assert_delta<F: Fixture>(
+    (before, after): (&Value, &Value),
+    endpoint: Option<&str>,
+    expected: u64,
+    (cell, what): (&str, &str),
+) {
+    let counted = |stats: &Value| endpoint.map_or_else(|| writes(stats), |e| count(stats, e));
+    assert_eq!(
+        counted(after) - counted(before),
+        expected,
+        "{} ({cell}): {what}: {after}",
+        F::META.kind
+    );
+}
+
 /// The reads of the kind's remote objects (its collection and items) in a stats document.
 fn reads<F: Fixture>(stats: &Value) -> u64 {
     let endpoints = stats["requests"].as_object().cloned().unwrap_or_default();
-    let prefix = format!("GET {}", F::REMOTE.collection);
+    let prefix = format!("GET {}", F::META.remote.collection);
     endpoints
         .keys()
         .filter(|k| k.starts_with(&prefix))
@@ -474,19 +585,10 @@ fn merge(target: &mut Value, patch: Value) {
 async fn create<F: Fixture>(kind: &Kind<'_>) -> String {
     let before = kind.h.stats().await;
     let key = ready_object::<F>(kind, "create", "cf-create", json!({})).await;
-    let after = kind.h.stats().await;
-    let post = format!("POST {}", F::REMOTE.collection);
-    assert_eq!(
-        count(&after, &post) - count(&before, &post),
-        1,
-        "{} (create): exactly one POST: {after}",
-        F::KIND
-    );
-    assert!(
-        kind.remote::<F>(&key).await.is_some(),
-        "{} (create): the remote object {key} the status records",
-        F::KIND
-    );
+    let post = format!("POST {}", F::META.remote.collection);
+    let made = (post.as_str(), 1, "exactly one POST");
+    kind.counted_then_kept::<F>(&before, made, ("create", &key, "the status records"))
+        .await;
     key
 }
 
@@ -503,30 +605,30 @@ async fn steady<F: Fixture>(kind: &Kind<'_>, key: &str) {
     // reconciled again).
     kind.settle::<F>("cf-create", mark, 0, &before).await;
     let after = kind.h.stats().await;
-    assert_eq!(
-        writes(&after) - writes(&before),
+    assert_delta::<F>(
+        (&before, &after),
+        None,
         0,
-        "{} (steady): remote writes at steady state: {after}",
-        F::KIND
+        ("steady", "remote writes at steady state"),
     );
     let now = kind.get::<F>("cf-create").await.unwrap();
     assert_eq!(
         now["metadata"]["resourceVersion"],
         version,
         "{} (steady): the object (or its status) was written at steady state: {now}",
-        F::KIND
+        F::META.kind
     );
     assert!(kind.remote::<F>(key).await.is_some());
 }
 
 /// (c) A remote edit corrected with exactly one write, recorded as `DriftCorrected`.
 async fn drift<F: Fixture>(kind: &Kind<'_>, key: &str) {
-    let (body, pointer, edited) = F::remote_edit();
+    let (body, pointer, edited) = F::edits().remote;
     let original = at(&kind.remote::<F>(key).await.unwrap(), pointer).clone();
     assert!(
         !same(&original, &edited),
         "{}: the remote edit changes nothing",
-        F::KIND
+        F::META.kind
     );
     let path = kind.path::<F>(key).await;
     let before = kind.h.stats().await;
@@ -546,10 +648,10 @@ async fn drift<F: Fixture>(kind: &Kind<'_>, key: &str) {
     assert!(
         recorded.is_some(),
         "{} (drift): no DriftCorrected event:\n{}",
-        F::KIND,
+        F::META.kind,
         kind.events::<F>().await
     );
-    if F::RECORDS_DRIFT {
+    if F::META.records_drift {
         let object = kind
             .wait::<F>("drift", "cf-create", |o| {
                 o["status"]["lastDriftCorrection"]["changes"]
@@ -563,28 +665,28 @@ async fn drift<F: Fixture>(kind: &Kind<'_>, key: &str) {
         assert!(
             squash(&record).contains(&squash(pointer.rsplit('/').next().unwrap_or_default())),
             "{} (drift): the record does not name the edited field: {record}",
-            F::KIND
+            F::META.kind
         );
     }
     assert!(
-        kind.h.ctx.metrics.drift_corrections(F::KIND) >= 1,
+        kind.h.ctx.metrics.drift_corrections(F::META.kind) >= 1,
         "{} (drift): the correction is not counted",
-        F::KIND
+        F::META.kind
     );
     let after = kind.h.stats().await;
-    let put = format!("PUT {}", F::REMOTE.item);
+    let put = format!("PUT {}", F::META.remote.item());
     // The edit itself is one PUT and one write.
-    assert_eq!(
-        count(&after, &put) - count(&before, &put),
+    assert_delta::<F>(
+        (&before, &after),
+        Some(&put),
         2,
-        "{} (drift): one PUT corrects the edit: {after}",
-        F::KIND
+        ("drift", "one PUT corrects the edit"),
     );
-    assert_eq!(
-        writes(&after) - writes(&before),
+    assert_delta::<F>(
+        (&before, &after),
+        None,
         2,
-        "{} (drift): one write corrects the edit: {after}",
-        F::KIND
+        ("drift", "one write corrects the edit"),
     );
 }
 
@@ -597,24 +699,18 @@ async fn pause<F: Fixture>(kind: &Kind<'_>) {
     kind.patch::<F>(name, paused).await.unwrap();
     kind.wait::<F>("pause", name, |o| condition_true(o, "Paused"))
         .await;
-    let (edit, pointer, edited) = F::spec_edit();
+    let (edit, pointer, edited) = F::edits().spec;
     let before = kind.h.stats().await;
     let mark = log_mark();
     kind.patch::<F>(name, json!({"spec": edit})).await.unwrap();
     kind.settle::<F>(name, mark, 1, &before).await;
-    let after = kind.h.stats().await;
-    assert_eq!(
-        writes(&after) - writes(&before),
-        0,
-        "{} (pause): a paused object was written: {after}",
-        F::KIND
-    );
-    let remote = kind.remote::<F>(&key).await.unwrap();
-    assert!(
-        !same(at(&remote, pointer), &edited),
-        "{} (pause): applied",
-        F::KIND
-    );
+    let edit = (key.as_str(), pointer, &edited);
+    kind.unwritten::<F>(
+        &before,
+        edit,
+        ("pause", "a paused object was written", "applied"),
+    )
+    .await;
 
     let resumed = json!({"metadata": {"annotations": {"aigw.io/paused": null}}});
     kind.patch::<F>(name, resumed).await.unwrap();
@@ -628,7 +724,7 @@ async fn pause<F: Fixture>(kind: &Kind<'_>) {
 async fn observe<F: Fixture>(kind: &Kind<'_>) {
     let name = "cf-observe";
     let key = ready_object::<F>(kind, "observe", name, json!({})).await;
-    let (mut edit, pointer, edited) = F::spec_edit();
+    let (mut edit, pointer, edited) = F::edits().spec;
     edit["managementPolicy"] = json!("Observe");
     let before = kind.h.stats().await;
     kind.patch::<F>(name, json!({"spec": edit})).await.unwrap();
@@ -636,19 +732,13 @@ async fn observe<F: Fixture>(kind: &Kind<'_>) {
         .await;
     let mark = log_mark();
     kind.settle::<F>(name, mark, 1, &kind.h.stats().await).await;
-    let after = kind.h.stats().await;
-    assert_eq!(
-        writes(&after) - writes(&before),
-        0,
-        "{} (observe): an observed object was written: {after}",
-        F::KIND
+    let edit = (key.as_str(), pointer, &edited);
+    let cell = (
+        "observe",
+        "an observed object was written",
+        "the edit was applied",
     );
-    let remote = kind.remote::<F>(&key).await.unwrap();
-    assert!(
-        !same(at(&remote, pointer), &edited),
-        "{} (observe): the edit was applied",
-        F::KIND
-    );
+    kind.unwritten::<F>(&before, edit, cell).await;
 }
 
 /// (f) `deletionPolicy: Orphan` leaves the remote object, with no call to remove it.
@@ -657,37 +747,28 @@ async fn orphan<F: Fixture>(kind: &Kind<'_>) {
     let key = ready_object::<F>(kind, "orphan", name, json!({"deletionPolicy": "Orphan"})).await;
     let before = kind.h.stats().await;
     kind.delete_and_wait::<F>("orphan", name).await;
-    let after = kind.h.stats().await;
-    let delete = format!("DELETE {}", F::REMOTE.item);
-    assert_eq!(
-        count(&after, &delete) - count(&before, &delete),
-        0,
-        "{} (orphan): the remote object was removed: {after}",
-        F::KIND
-    );
-    assert!(
-        kind.remote::<F>(&key).await.is_some(),
-        "{} (orphan): the remote object {key} is gone",
-        F::KIND
-    );
+    let delete = format!("DELETE {}", F::META.remote.item());
+    let removed = (delete.as_str(), 0, "the remote object was removed");
+    kind.counted_then_kept::<F>(&before, removed, ("orphan", &key, "is gone"))
+        .await;
 }
 
 /// (g) Admission refuses an edit of an immutable field; a remote object to adopt that differs
 /// in one is refused (`Stalled/InvalidSpec`) with no write.
 async fn immutable<F: Fixture>(kind: &Kind<'_>) {
     let refused = kind
-        .patch::<F>("cf-create", json!({"spec": F::immutable_edit()}))
+        .patch::<F>("cf-create", json!({"spec": F::edits().immutable}))
         .await
         .expect_err("an immutable field was changed");
     assert!(
         refused.to_string().contains("immutable"),
         "{} (immutable): {refused}",
-        F::KIND
+        F::META.kind
     );
     let Some(conflict) = F::conflict(kind.h, "cf-conflict") else {
         return;
     };
-    let made = kind.h.post(F::REMOTE.collection, conflict.post).await;
+    let made = kind.h.post(F::META.remote.collection, conflict.post).await;
     let remote_key = made[conflict.answer].as_str().expect("the answer's key");
     let mut spec = F::spec(kind.h, "cf-conflict");
     merge(
@@ -707,7 +788,7 @@ async fn immutable<F: Fixture>(kind: &Kind<'_>) {
         writes(&after) - writes(&before),
         0,
         "{} (immutable): the refused object was written: {after}\n{stalled}",
-        F::KIND
+        F::META.kind
     );
     kind.delete_and_wait::<F>("immutable", "cf-conflict").await;
 }
@@ -717,7 +798,7 @@ async fn lost_create<F: Fixture>(kind: &Kind<'_>) {
     let name = "cf-lost";
     let count_before = kind.remotes::<F>().await.len();
     let before = kind.h.stats().await;
-    kind.h.faults(json!({F::LOST_ANSWER: 1.0})).await;
+    kind.h.faults(json!({F::META.lost_answer: 1.0})).await;
     kind.create::<F>(name, F::spec(kind.h, name)).await;
     let landed = support::wait_until(WAIT, || async {
         (kind.remotes::<F>().await.len() > count_before).then_some(())
@@ -729,12 +810,12 @@ async fn lost_create<F: Fixture>(kind: &Kind<'_>) {
     assert!(
         intended["metadata"]["annotations"]["aigw.io/create-intent"].is_string(),
         "{} (lost_create): no create intent recorded before the POST: {intended}",
-        F::KIND
+        F::META.kind
     );
     assert!(
         landed.is_some(),
         "{} (lost_create): the create never reached the emulator: {}",
-        F::KIND,
+        F::META.kind,
         kind.h.stats().await
     );
     // The lookup waits until a list taken a settle time after the lost request proves it.
@@ -743,29 +824,31 @@ async fn lost_create<F: Fixture>(kind: &Kind<'_>) {
         .await;
     let key = Kind::key::<F>(&object);
     let after = kind.h.stats().await;
-    let post = format!("POST {}", F::REMOTE.collection);
-    assert_eq!(
-        count(&after, &post) - count(&before, &post),
-        F::LOST_CREATE_POSTS,
-        "{} (lost_create): created again: {after}",
-        F::KIND
+    let post = format!("POST {}", F::META.remote.collection);
+    assert_delta::<F>(
+        (&before, &after),
+        Some(&post),
+        F::META.lost_create_posts,
+        ("lost_create", "created again"),
     );
     let remotes = kind.remotes::<F>().await;
     assert_eq!(
         remotes.len(),
         count_before + 1,
         "{} (lost_create): a duplicate: {remotes:?}",
-        F::KIND
+        F::META.kind
     );
     assert!(
-        remotes.iter().any(|r| r[F::REMOTE.key] == key.as_str()),
+        remotes
+            .iter()
+            .any(|r| r[F::META.remote.key] == key.as_str()),
         "{} (lost_create): the status records {key}, not the object made",
-        F::KIND
+        F::META.kind
     );
     assert!(
         object["status"]["pendingCreate"].is_null() && object["status"]["createAttempt"].is_null(),
         "{} (lost_create): the intent stays: {object}",
-        F::KIND
+        F::META.kind
     );
 }
 
