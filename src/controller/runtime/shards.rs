@@ -311,26 +311,44 @@ pub struct Membership {
 }
 
 /// A replica that has just joined settles: for `settle` after its own Lease first shows in a
-/// list it publishes its view but acts on nothing and keeps nothing. Replicas started together
-/// (a Deployment's pods, all restarted at once) then see one another before any of them lists
-/// a namespace; the first to start would otherwise hold, list and cache every namespace until
-/// the others join. Acting on less is always safe, so this costs one `settle` of delay at a
-/// start and nothing else.
+/// list it publishes its view but acts on nothing and keeps nothing, and past that until the
+/// list shows the view it would take as the one it published (at most [`SETTLE_AT_MOST`]
+/// settles). Replicas started together (a Deployment's pods, all restarted at once) then see
+/// one another before any of them lists a namespace; the first to start would otherwise hold,
+/// list and cache every namespace until the others join. Its first table then keeps no view
+/// older than its own, which would give it keys a member that joined meanwhile takes. Acting on
+/// less is always safe, so this costs a few seconds at a start and nothing else.
 #[derive(Debug)]
 struct Arrival {
     settle: Duration,
     /// When this replica's own Lease first showed in a list.
     joined: Option<Instant>,
+    /// Settling is over, for good.
+    settled: bool,
 }
 
+/// How many `settle` periods a replica settles at the most, waiting for its own published view.
+const SETTLE_AT_MOST: u32 = 3;
+
 impl Arrival {
-    /// True while this replica settles; `member`: whether its own Lease shows in this list.
-    fn settling(&mut self, member: bool, now: Instant) -> bool {
-        if !member {
-            return self.joined.is_none();
+    /// True while this replica settles. `member`: whether its own Lease shows in this list;
+    /// `shown`: whether the list shows the view it would take as the one it published.
+    fn settling(&mut self, member: bool, shown: bool, now: Instant) -> bool {
+        if self.settled {
+            return false;
         }
-        let joined = *self.joined.get_or_insert(now);
-        now.saturating_duration_since(joined) < self.settle
+        let settling = match (member, self.joined) {
+            (false, None) => true,
+            // Its own Lease vanished (deleted by hand): the table says it acts on nothing.
+            (false, Some(_)) => false,
+            (true, _) => {
+                let joined = *self.joined.get_or_insert(now);
+                let settling = now.saturating_duration_since(joined);
+                settling < self.settle || (!shown && settling < self.settle * SETTLE_AT_MOST)
+            }
+        };
+        self.settled = !settling;
+        settling
     }
 }
 
@@ -364,6 +382,7 @@ impl Membership {
             arrival: Arrival {
                 settle,
                 joined: None,
+                settled: false,
             },
         }
     }
@@ -415,7 +434,16 @@ impl Membership {
             // A replica without --shards acts on every object: an empty view gives this one none.
             next.published.push(Vec::new());
         }
-        if self.arrival.settling(!next.view.is_empty(), Instant::now()) {
+        let me = &self.shards.inner.me;
+        let shown = self.seen.values().any(|seen| {
+            seen.member
+                .as_ref()
+                .is_some_and(|(holder, _, view)| holder == me && *view == next.view)
+        });
+        if self
+            .arrival
+            .settling(!next.view.is_empty(), shown, Instant::now())
+        {
             let published = self.shards.settle(&next.view);
             if published {
                 info!(members = ?next.view, settle = ?self.arrival.settle, "joined the shard members; acting on nothing while the replicas started beside this one join");
@@ -777,19 +805,35 @@ mod tests {
     #[test]
     fn a_replica_that_just_joined_publishes_its_view_and_acts_on_nothing_until_it_settled() {
         let settle = Duration::from_secs(2);
-        let mut arrival = Arrival {
+        let arrival = || Arrival {
             settle,
             joined: None,
+            settled: false,
         };
         let t0 = Instant::now();
-        assert!(arrival.settling(false, t0), "not a member yet: nothing");
-        assert!(arrival.settling(true, t0 + settle), "joined now");
-        assert!(arrival.settling(true, t0 + settle + settle / 2));
-        assert!(!arrival.settling(true, t0 + settle * 2), "settled");
+        let mut a = arrival();
+        assert!(a.settling(false, false, t0), "not a member yet: nothing");
+        assert!(a.settling(true, true, t0 + settle), "joined now");
+        assert!(a.settling(true, true, t0 + settle + settle / 2));
+        assert!(!a.settling(true, true, t0 + settle * 2), "settled");
         assert!(
-            !arrival.settling(false, t0 + settle * 3),
-            "a Lease lost later is the elector's to handle, not a second settling"
+            !a.settling(true, false, t0 + settle * 2 + settle / 2),
+            "settled for good"
         );
+        // Past `settle`, it waits for the list to show the view it would take as its own ...
+        let mut a = arrival();
+        assert!(a.settling(true, false, t0));
+        assert!(a.settling(true, false, t0 + settle * 2));
+        assert!(!a.settling(true, true, t0 + settle * 2 + settle / 10));
+        // ... for a bounded time.
+        let mut a = arrival();
+        assert!(a.settling(true, false, t0));
+        assert!(!a.settling(true, false, t0 + settle * SETTLE_AT_MOST));
+        // Its own Lease gone from the list after it joined: the table says nothing is its own.
+        let mut a = arrival();
+        assert!(a.settling(true, true, t0));
+        assert!(!a.settling(false, false, t0 + settle / 2));
+        assert!(!a.settling(true, true, t0 + settle / 2 + settle / 10));
 
         // While it settles, the view goes out at once and nothing is acted on or kept.
         let shards = Shards::with_grace("a", Duration::from_secs(3600));
