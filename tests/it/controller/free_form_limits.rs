@@ -33,9 +33,20 @@ async fn create_raw(
     namespace: &str,
     body: String,
 ) -> Result<(), kube::Error> {
+    post_raw(client, plural, namespace, body, &PostParams::default()).await
+}
+
+/// [`create_raw`] with `params` (a dry run stores nothing).
+async fn post_raw(
+    client: &kube::Client,
+    plural: &str,
+    namespace: &str,
+    body: String,
+    params: &PostParams,
+) -> Result<(), kube::Error> {
     let path = format!("/apis/aigw.io/v1alpha1/namespaces/{namespace}/{plural}");
     let request = kube::core::Request::new(path)
-        .create(&PostParams::default(), body.into_bytes())
+        .create(params, body.into_bytes())
         .expect("request");
     client.request_text(request).await.map(drop)
 }
@@ -140,6 +151,24 @@ async fn create_around_admission(client: &kube::Client, namespace: &str, body: S
     );
     if let Ok(text) = policies {
         support::install_admission_policies(client, &text).await;
+        // The binding is in force once the apiserver's policy cache has it again: only then may
+        // the next test of this file count on a refusal.
+        let dry_run = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        let in_force = support::wait_until(WAIT, || async {
+            let probe = deep_config("probe", namespace, 150);
+            match post_raw(client, "configs", namespace, probe, &dry_run).await {
+                Err(kube::Error::Api(refused)) => refused
+                    .message
+                    .contains("nested deeper than 32 levels")
+                    .then_some(()),
+                _ => None,
+            }
+        })
+        .await;
+        in_force.expect("the Config policy binding was not in force again");
     }
     taken.expect("the apiserver did not take the deep Config without its policy binding");
 }
