@@ -63,18 +63,14 @@ if generation ~= nil and (observed == nil or observed < generation) then
   return hs
 end
 
-local stalled = find(conditions, "Stalled")
-if is_true(stalled) then
-  hs.status = "Degraded"
-  hs.message = text(stalled, "Stalled")
-  return hs
-end
-
-local reconciling = find(conditions, "Reconciling")
-if is_true(reconciling) then
-  hs.status = "Progressing"
-  hs.message = text(reconciling, "Reconciling")
-  return hs
+-- kstatus's abnormal-true conditions, worst first: Stalled is Degraded, Reconciling Progressing.
+for _, abnormal in ipairs({ { "Stalled", "Degraded" }, { "Reconciling", "Progressing" } }) do
+  local condition = find(conditions, abnormal[1])
+  if is_true(condition) then
+    hs.status = abnormal[2]
+    hs.message = text(condition, abnormal[1])
+    return hs
+  end
 end
 
 local ready = find(conditions, "Ready")
