@@ -14,6 +14,7 @@ use tracing::{debug, info, warn};
 
 use super::driver::{self, drift, status};
 use super::kinds::{config_rollout, connection};
+use super::runtime::changes;
 use super::runtime::lists::Lists;
 use super::runtime::shard_cache;
 use super::runtime::shards::Shards;
@@ -159,18 +160,17 @@ fn watched<K: Watchable>(
         }
         None => (start(), None),
     };
-    let stored = reflector::reflector(writer, objects)
-        .inspect(move |item| {
-            probe.observe(item);
-            if let Ok(event) = item {
-                if let Some(listed) = &listed {
-                    listed.stored(event);
-                }
-                on_stored(event);
+    let stored = reflector::reflector(writer, objects).inspect(move |item| {
+        probe.observe(item);
+        if let Ok(event) = item {
+            if let Some(listed) = &listed {
+                listed.stored(event);
             }
-        })
-        .applied_objects();
-    let stream = crate::controller::runtime::changes::changed(stored, move |object: &K| {
+            on_stored(event);
+        }
+    });
+    let stored = changes::stored_objects(stored, reader.clone());
+    let stream = changes::changed(stored, move |object: &K| {
         worth_reconciling(object, &installation)
     });
     (reader, stream)

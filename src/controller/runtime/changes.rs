@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
 use kube::Resource;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
 /// Entries not refreshed for this long are dropped (deleted objects leave theirs behind), and
@@ -35,6 +36,53 @@ where
             Err(_) => true,
         };
         futures::future::ready(pass)
+    })
+}
+
+/// The objects of a cache's events that a reconcile can find in it: an applied object as it
+/// comes, and the objects of a list only at its end (`InitDone`), when the cache swaps them in.
+///
+/// kube-runtime's `applied_objects` passes each object of a list as it arrives, while the cache
+/// keeps a list aside until its end. The controller waits for its cache's first list, but not
+/// for a later one: a watch re-listed after it expired, or a namespace that joins a replica's
+/// share (`--shards`). A reconcile of such an object that runs before the list ends finds it in
+/// no cache, the controller reports "not found in local store", and that trigger is lost: at
+/// 100,000 Configs over 24 namespaces, each replica lost every page but the last (4,000 objects)
+/// of a namespace it took. The list's objects are kept here as references only; their copies
+/// come from the cache as the stream is read.
+pub fn stored_objects<K, S>(
+    events: S,
+    cache: Store<K>,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    let mut listing: Vec<ObjectRef<K>> = Vec::new();
+    events.flat_map(move |event| {
+        let now: Option<Result<K, watcher::Error>> = match event {
+            Ok(watcher::Event::Apply(object)) => Some(Ok(object)),
+            Ok(watcher::Event::Init) => {
+                listing.clear();
+                None
+            }
+            Ok(watcher::Event::InitApply(object)) => {
+                listing.push(ObjectRef::from_obj(&object));
+                None
+            }
+            Ok(watcher::Event::InitDone) => {
+                let (listed, cache) = (std::mem::take(&mut listing), cache.clone());
+                return futures::stream::iter(listed)
+                    .filter_map(move |reference| {
+                        futures::future::ready(cache.get(&reference).map(|o| Ok((*o).clone())))
+                    })
+                    .right_stream();
+            }
+            Ok(watcher::Event::Delete(_)) => None,
+            Err(e) => Some(Err(e)),
+        };
+        futures::stream::iter(now).left_stream()
     })
 }
 
@@ -95,6 +143,45 @@ mod tests {
         assert!(seen.changed(1, 11, later));
         assert!(!seen.entries.contains_key(&2));
         assert!(!seen.changed(1, 11, later));
+    }
+
+    #[tokio::test]
+    async fn a_listed_object_is_passed_once_the_cache_holds_it() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::runtime::reflector;
+        let map = |name: &str| -> ConfigMap {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "ns"}
+            }))
+            .unwrap()
+        };
+        // A first list, then a re-list that brings `b` (as after a watch expired, or when a
+        // namespace joins the share), then a change and a deletion.
+        let events = [
+            watcher::Event::Init,
+            watcher::Event::InitApply(map("a")),
+            watcher::Event::InitDone,
+            watcher::Event::Init,
+            watcher::Event::InitApply(map("a")),
+            watcher::Event::InitApply(map("b")),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(map("c")),
+            watcher::Event::Delete(map("c")),
+        ];
+        let (reader, writer) = reflector::store();
+        let stored = reflector::reflector(writer, futures::stream::iter(events.map(Ok)));
+        let mut passed = Vec::new();
+        let mut objects = std::pin::pin!(stored_objects(stored, reader.clone()));
+        while let Some(object) = objects.next().await {
+            let object = object.unwrap();
+            assert!(
+                reader.get(&ObjectRef::from_obj(&object)).is_some(),
+                "{} was passed before the cache held it",
+                object.metadata.name.as_deref().unwrap_or_default()
+            );
+            passed.push(object.metadata.name.unwrap());
+        }
+        assert_eq!(passed, ["a", "a", "b", "c"]);
     }
 
     #[test]
