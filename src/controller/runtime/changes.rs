@@ -68,7 +68,13 @@ where
                 None
             }
             Ok(watcher::Event::InitApply(object)) => {
-                listing.push(ObjectRef::from_obj(&object));
+                // Name and namespace only (`from_obj` would keep the uid and version too).
+                let meta = object.meta();
+                let reference = ObjectRef::new(meta.name.as_deref().unwrap_or_default());
+                listing.push(match &meta.namespace {
+                    Some(namespace) => reference.within(namespace),
+                    None => reference,
+                });
                 None
             }
             Ok(watcher::Event::InitDone) => {
