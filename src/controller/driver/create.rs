@@ -502,7 +502,7 @@ pub async fn by_slug_or_name<K: Managed, T: Candidate>(
             (None, false) => Lookup::Unknown(format!("the {what} list is incomplete")),
         });
     }
-    let sent = sent_or(status, name, None);
+    let sent = sent_or(status, Some(name), None);
     let unproven = |item: &T| Some(format!("{what} {} ({})", item.row().slug, item.row().id));
     one_named(cx, status, &sent, listing, also, unproven).await
 }
@@ -517,19 +517,42 @@ pub async fn in_workspace<K: Managed, T: Candidate>(
     (slug, name, workspace): (Option<&str>, &str, &str),
     unproven: impl Fn(&T) -> Option<String>,
 ) -> Result<Lookup<T>, Halt> {
-    let sent = sent_or(status, name, Some(workspace));
+    let sent = sent_or(status, Some(name), Some(workspace));
     let also = |item: &T| slug.is_none_or(|slug| item.row().slug == slug);
     one_named(cx, status, &sent, listing, also, unproven).await
 }
 
+/// [`one_named`] for objects the API keeps no marker of the create on (configs, guardrails):
+/// a candidate of the workspace the create was sent to (`workspace` of a candidate; any, when
+/// it named none) that `also` admits. A match is never proven, so it is taken only under the
+/// adoption grant (`what` names it).
+pub async fn one_unmarked<K: Managed, T: Candidate>(
+    cx: &Cx<'_, K>,
+    status: &K::Status,
+    (sent, listing): (&CreateAttempt, Listing<T>),
+    what: &str,
+    workspace: impl Fn(&T) -> Option<&str>,
+    also: impl Fn(&T) -> bool,
+) -> Result<Lookup<T>, Halt> {
+    let sent_to = sent.workspace_id.as_deref();
+    let matches = |item: &T| also(item) && (sent_to.is_none() || workspace(item) == sent_to);
+    let unproven = |item: &T| Some(format!("{what} {} ({})", item.row().slug, item.row().id));
+    one_named(cx, status, sent, listing, matches, unproven).await
+}
+
 /// What the create in flight sent (the intent in `status`), else what a create of `name` in
-/// `workspace` sends: what a lookup after a lost answer matches the candidates with.
-pub fn sent_or<S: IntentStatus>(status: &S, name: &str, workspace: Option<&str>) -> CreateAttempt {
+/// `workspace` sends (a policy may send no name): what a lookup after a lost answer matches the
+/// candidates with.
+pub fn sent_or<S: IntentStatus>(
+    status: &S,
+    name: Option<&str>,
+    workspace: Option<&str>,
+) -> CreateAttempt {
     status
         .create_attempt()
         .cloned()
         .unwrap_or_else(|| CreateAttempt {
-            name: Some(name.to_string()),
+            name: name.map(str::to_string),
             workspace_id: workspace.map(str::to_string),
             ..Default::default()
         })

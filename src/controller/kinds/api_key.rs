@@ -26,7 +26,7 @@ use kube::api::Api;
 
 use crate::api::{self, ApiError, Client, Listing, SecretString};
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
-use crate::controller::driver::create::{Created, Lookup, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, one_of_ours, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::issuing::Issues;
@@ -259,15 +259,11 @@ impl OwnCalls for ApiKey {
         cx: &Cx<'_, Self>,
         status: &ApiKeyStatus,
     ) -> Result<Lookup<api::ApiKey>, Halt> {
-        let sent = status
-            .create_attempt
-            .clone()
-            .map(|attempt| *attempt)
-            .unwrap_or_else(|| CreateAttempt {
-                name: Some(self.spec.name.clone()),
-                workspace_id: self.spec.workspace_id.clone(),
-                ..Default::default()
-            });
+        let sent = sent_or(
+            status,
+            Some(self.spec.name.as_str()),
+            self.spec.workspace_id.as_deref(),
+        );
         let query = api::ApiKeysListQuery {
             workspace_id: sent.workspace_id.clone(),
             page_size: None,

@@ -10,7 +10,7 @@ use crate::api::{
 };
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
-use crate::controller::driver::create::{Created, Lookup, one_named, sent_or};
+use crate::controller::driver::create::{Created, Lookup, one_unmarked, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::CACHES_LISTED_WITHIN;
 use crate::controller::driver::verbs::{Comparison, Verbs, still_referenced};
@@ -188,24 +188,9 @@ impl Verbs for Config {
     /// A config aigw created that is gone (404 or `AB08`, nothing else) is forgotten, so it is
     /// created again.
     fn record(status: &mut ConfigStatus, remote: Option<&ConfigDetail>) {
-        match remote {
-            Some(remote) => {
-                status.id = Some(remote.id.clone())
-                    .filter(|id| !id.is_empty())
-                    .or(status.id.take());
-                status.slug = Some(remote.slug.clone())
-                    .filter(|s| !s.is_empty())
-                    .or(status.slug.take());
-                status.version_id = remote.version_id.clone();
-                status.remote_updated_at = remote.last_updated_at.clone();
-            }
-            None => {
-                status.id = None;
-                status.slug = None;
-                status.version_id = None;
-                status.remote_updated_at = None;
-            }
-        }
+        // A read that lacks a key keeps the one recorded.
+        let read = remote.map(|r| (r, [&r.version_id, &r.last_updated_at]));
+        keyed::record_version(status, read, true);
     }
     fn record_created(
         &self,
@@ -341,21 +326,24 @@ impl OwnCalls for Config {
         cx: &Cx<'_, Self>,
         status: &ConfigStatus,
     ) -> Result<Lookup<crate::api::ConfigSummary>, Halt> {
-        let sent = sent_or(status, &self.spec.name, self.spec.workspace_id.as_deref());
+        let sent = sent_or(
+            status,
+            Some(self.spec.name.as_str()),
+            self.spec.workspace_id.as_deref(),
+        );
         let workspace = sent.workspace_id.as_deref();
         let listing = cx
             .read("list configs", |client| async move {
                 client.configs().listing(workspace).await
             })
             .await?;
-        one_named(
+        one_unmarked(
             cx,
             status,
-            &sent,
-            listing,
-            |c| sent.workspace_id.is_none() || c.workspace_id == sent.workspace_id,
-            // The API keeps no marker of the create on a config: a match is never proven.
-            |c| Some(format!("config {} ({})", c.slug, c.id)),
+            (&sent, listing),
+            "config",
+            |c| c.workspace_id.as_deref(),
+            |_| true,
         )
         .await
     }

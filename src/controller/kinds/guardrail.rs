@@ -16,7 +16,7 @@ use crate::api::{
 };
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey, key_or};
-use crate::controller::driver::create::{Created, Lookup, one_named, sent_or};
+use crate::controller::driver::create::{Created, Lookup, one_unmarked, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::referenced::{qualified, users};
 use crate::controller::driver::verbs::{Comparison, Verbs, still_referenced};
@@ -429,20 +429,8 @@ async fn observe<G: GuardrailObject>(
 
 /// Records what a read of the guardrail reported (`None`: it is gone).
 fn record(status: &mut GuardrailStatus, remote: Option<&GuardrailDetails>) {
-    match remote {
-        Some(remote) => {
-            status.id = Some(remote.id.clone()).filter(|id| !id.is_empty());
-            status.slug = Some(remote.slug.clone()).filter(|s| !s.is_empty());
-            status.version_id = remote.version_id.clone();
-            status.remote_updated_at = remote.last_updated_at.clone();
-        }
-        None => {
-            status.id = None;
-            status.slug = None;
-            status.version_id = None;
-            status.remote_updated_at = None;
-        }
-    }
+    let read = remote.map(|r| (r, [&r.version_id, &r.last_updated_at]));
+    keyed::record_version(status, read, false);
 }
 
 /// The guardrail an earlier create made: the one of the workspace it was sent to with the name
@@ -454,7 +442,7 @@ async fn find_created<G: GuardrailObject>(
 ) -> Result<Lookup<GuardrailSummary>, Halt> {
     let sent = sent_or(
         status,
-        &guardrail.definition().name,
+        Some(guardrail.definition().name.as_str()),
         guardrail.workspace_id(),
     );
     let workspace = sent.workspace_id.as_deref();
@@ -463,17 +451,14 @@ async fn find_created<G: GuardrailObject>(
             plane::<G>(client).listing(workspace).await
         })
         .await?;
-    one_named(
+    let own = |g: &GuardrailSummary| G::lists_as_own(g.workspace_id.as_deref());
+    one_unmarked(
         cx,
         status,
-        &sent,
-        listing,
-        |g| {
-            G::lists_as_own(g.workspace_id.as_deref())
-                && (sent.workspace_id.is_none() || g.workspace_id == sent.workspace_id)
-        },
-        // The API keeps no marker of the create on a guardrail: a match is never proven.
-        |g| Some(format!("guardrail {} ({})", g.slug, g.id)),
+        (&sent, listing),
+        "guardrail",
+        |g| g.workspace_id.as_deref(),
+        own,
     )
     .await
 }

@@ -1,6 +1,6 @@
 //! What the kinds whose remote object is known by an id and a slug record of it in status
-//! (Integration, McpIntegration, McpServer, Provider, SecretReference; Config, Guardrail and
-//! Workspace share only its timestamp so far): its keys, when aigw
+//! (Integration, McpIntegration, McpServer, Provider, SecretReference; Config and Guardrail with
+//! the version it stands at ([`Versions`]); Workspace shares only its timestamp so far): its keys, when aigw
 //! last wrote it, and for the kinds that write values from Secrets no read shows, the hash of
 //! what was sent (`status.secretHash`).
 
@@ -39,7 +39,9 @@ macro_rules! identified {
 identified!(
     api::Created, // also `api::ProviderWritten`, its alias
     api::ConfigSummary,
+    api::ConfigDetail,
     api::GuardrailSummary,
+    api::GuardrailDetails,
     api::IntegrationCreated,
     api::SecretReference,
     api::McpIntegration,
@@ -133,6 +135,53 @@ pub fn record_recovered_version(
         ..Default::default()
     });
     found.slug().to_string()
+}
+
+/// A status that records, besides the keys, the version a remote object that keeps versions
+/// stands at (Config, Guardrail): `versionId` and `remoteUpdatedAt`.
+pub trait Versions: Keyed {
+    fn versions(&mut self) -> [&mut Option<String>; 2];
+}
+
+impl Versions for ConfigStatus {
+    fn versions(&mut self) -> [&mut Option<String>; 2] {
+        [&mut self.version_id, &mut self.remote_updated_at]
+    }
+}
+
+impl Versions for GuardrailStatus {
+    fn versions(&mut self) -> [&mut Option<String>; 2] {
+        [&mut self.version_id, &mut self.remote_updated_at]
+    }
+}
+
+/// A read of a remote object that keeps versions: its keys, and its `versionId` and
+/// `last_updated_at` (`stamps`); `None`: it is gone, and every key and stamp with it. With
+/// `keep_keys`, a key the read leaves empty keeps the one recorded.
+pub fn record_version(
+    status: &mut impl Versions,
+    read: Option<(&impl Identified, [&Option<String>; 2])>,
+    keep_keys: bool,
+) {
+    let stamps = read.map(|(_, stamps)| stamps.map(Clone::clone));
+    for (recorded, stamp) in status
+        .versions()
+        .into_iter()
+        .zip(stamps.unwrap_or_default())
+    {
+        *recorded = stamp;
+    }
+    let record = status.keyed();
+    let Some((remote, _)) = read else {
+        *record.id = None;
+        *record.slug = None;
+        return;
+    };
+    let kept = |read: Option<String>, recorded: &mut Option<String>| {
+        read.or_else(|| keep_keys.then(|| recorded.take()).flatten())
+    };
+    *record.id = kept(key(remote.id()), record.id);
+    *record.slug = kept(key(remote.slug()), record.slug);
 }
 
 /// An update was written now, with `hash`.

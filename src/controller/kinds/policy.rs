@@ -7,10 +7,9 @@
 use crate::api::{ApiError, Client, Listing};
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
 use crate::controller::driver::create::{
-    Created, Lookup, body_hash, body_hash_matches, one_of_ours,
+    Created, Lookup, body_hash, body_hash_matches, one_of_ours, sent_or,
 };
 use crate::controller::driver::drift::Row;
-use crate::controller::driver::status::IntentStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Halt;
@@ -185,14 +184,7 @@ impl<P: PolicyKind> OwnCalls for P {
         cx: &Cx<'_, Self>,
         status: &P::Status,
     ) -> Result<Lookup<P::Remote>, Halt> {
-        let sent = status
-            .create_attempt()
-            .cloned()
-            .unwrap_or_else(|| CreateAttempt {
-                name: self.name().map(str::to_string),
-                workspace_id: self.workspace_id().map(str::to_string),
-                ..Default::default()
-            });
+        let sent = sent_or(status, self.name(), self.workspace_id());
         let listing = cx
             .read(format!("list {}s", P::WHAT), |client| {
                 P::list(client, sent.workspace_id.clone())
