@@ -481,18 +481,10 @@ async fn update_user_access(
     Path(key): Path<String>,
     JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let items = fields::req_array(&body, "user_access")?;
-    let mut rows = Vec::with_capacity(items.len());
-    for item in &items {
-        let item: &Object = item
-            .as_object()
-            .ok_or_else(|| EmulatorError::validation("user_access items must be objects"))?;
-        let user = fields::req_str(item, "user_id")
-            .map_err(|_| EmulatorError::validation("user_access[].user_id is required"))?;
-        let enabled = fields::opt_bool(item, "enabled")?
-            .ok_or_else(|| EmulatorError::validation("user_access[].enabled is required"))?;
-        rows.push((user, enabled));
-    }
+    let rows = fields::req_items(&body, "user_access", |item| {
+        let user = fields::item_str("user_access", item, "user_id")?;
+        Ok((user, fields::item_bool("user_access", item, "enabled")?))
+    })?;
     let default = fields::opt_enum(&body, "default_user_access", &["allow", "deny"])?;
     let mut store = lock(&state.store);
     let record = store.get_mut(&state.common, &key)?;

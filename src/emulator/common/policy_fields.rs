@@ -447,15 +447,12 @@ impl PolicyFilter {
         read: impl Fn(&Policy<K>, bool) -> Value,
     ) -> Response {
         let faults = state.faults();
-        let store = lock(&state.store);
-        let matching: Vec<&Policy<K>> = store
-            .listed(&faults)
-            .into_iter()
-            .filter(|p| self.admits(&p.head) && admits(p))
-            .collect();
-        let body = list_body(matching, self.page_size, self.current_page, |policy| {
-            read(policy, faults.normalise)
-        });
+        let body = lock(&state.store).list_page(
+            &faults,
+            (self.page_size, self.current_page),
+            |p| self.admits(&p.head) && admits(p),
+            |policy| read(policy, faults.normalise),
+        );
         normalise::reply(&body, faults.normalise)
     }
 }

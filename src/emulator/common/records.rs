@@ -12,7 +12,7 @@ use super::{
     faults::Faults,
     fields::{self, Object},
     ids::{free_slug, make_slug, new_id},
-    normalise,
+    normalise, policy_fields,
     state::{Common, lock},
 };
 
@@ -228,6 +228,24 @@ impl<R: Record> Records<R> {
             )));
         }
         Ok(())
+    }
+
+    /// A list route's `{object: "list", total, data}`: of the records a list shows now
+    /// ([`Self::listed`]) those `admits` lets through, the 0-based page `(page_size,
+    /// current_page)` of them, each shown by `row`.
+    pub fn list_page(
+        &self,
+        faults: &Faults,
+        (page_size, current_page): (usize, usize),
+        admits: impl Fn(&R) -> bool,
+        row: impl FnMut(&R) -> Value,
+    ) -> Value {
+        let matching: Vec<&R> = self
+            .listed(faults)
+            .into_iter()
+            .filter(|r| admits(r))
+            .collect();
+        policy_fields::list_body(matching, page_size, current_page, row)
     }
 
     /// Every record in creation order, each as `dump` shows it (for `GET /_emulator/state`).
