@@ -51,7 +51,7 @@ use super::common::{
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, JsonObject, Object},
     ids::{new_id, random_hex},
-    normalise, policy_fields,
+    normalise, policy_fields, records,
     state::{Common, KindState, lock},
 };
 
@@ -655,7 +655,7 @@ async fn list(
         .filter(|r| workspace.is_none_or(|ws| r.workspace_id.as_ref() == Some(ws)))
         .collect();
     let total = matching.len();
-    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
+    let data: Vec<Value> = records::page(matching, page_size, current_page)
         .into_iter()
         .map(ApiKeyRecord::read)
         .collect();

@@ -39,7 +39,7 @@ use super::{
         errors::{ApiResult, EmulatorError},
         fields::{self, IdRule, JsonObject, Object},
         normalise, policy_fields,
-        records::{Key, Kind, Record, Records, Slug, reply_one},
+        records::{self, Key, Kind, Record, Records, Slug, reply_one},
         routes::crud,
         state::{Common, lock},
     },
@@ -304,17 +304,14 @@ async fn list(
             .find(key)
             .map_or(key.clone(), |w| w.key.id.clone())
     });
-    let matching: Vec<&McpServerRecord> = store
-        .listed(&faults)
-        .into_iter()
-        .filter(|r| workspace.as_ref().is_none_or(|w| &r.workspace_id == w))
-        .filter(|r| {
-            ids.as_ref()
+    let admits = |r: &McpServerRecord| {
+        workspace.as_ref().is_none_or(|w| &r.workspace_id == w)
+            && ids
+                .as_ref()
                 .is_none_or(|ids| ids.contains(&r.key.id.as_str()))
-        })
-        .filter(|r| policy_fields::searched(&query, &r.name))
-        .collect();
-    let body = policy_fields::list_body(matching, page_size, current_page, |r| {
+            && policy_fields::searched(&query, &r.name)
+    };
+    let body = store.list_page(&faults, (page_size, current_page), admits, |r| {
         r.row(&integrations, &workspaces)
     });
     Ok(normalise::reply(&body, faults.normalise))
@@ -467,7 +464,7 @@ async fn user_access(
         })
         .collect();
     let total = rows.len();
-    let data = policy_fields::page(rows, page_size, page - 1);
+    let data = records::page(rows, page_size, page - 1);
     Ok(Json(json!({
         "object": "list", "default_user_access": record.default_user_access, "total": total,
         "has_more": page * page_size < total, "data": data,

@@ -40,7 +40,7 @@ use super::common::{
     ids::new_id,
     normalise,
     policy_fields::{self, Policy, PolicyFilter, PolicyKind, active_mut, in_status},
-    records::{Kind, Records, Slug},
+    records::{self, Kind, Records, Slug},
     state::{Common, KindState, lock},
 };
 
@@ -563,7 +563,7 @@ pub async fn entities(
         .map(UsageEntity::row)
         .collect();
     let total = matching.len();
-    let data = policy_fields::page(matching, page_size, current_page);
+    let data = records::page(matching, page_size, current_page);
     let body = json!({ "object": "list", "data": data, "total": total });
     Ok(normalise::reply(&body, normalise))
 }

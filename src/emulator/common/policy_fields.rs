@@ -515,29 +515,6 @@ pub fn policy_page(query: &HashMap<String, String>) -> ApiResult<(usize, usize)>
     Ok((page_size, page_param(query, "current_page", 0)?))
 }
 
-/// One 0-based page of `rows`.
-pub fn page<T>(rows: Vec<T>, page_size: usize, current_page: usize) -> Vec<T> {
-    rows.into_iter()
-        .skip(current_page.saturating_mul(page_size))
-        .take(page_size)
-        .collect()
-}
-
-/// `{object: "list", total, data}`: the 0-based page of `matching`, each row shown by `row`.
-pub fn list_body<T>(
-    matching: Vec<T>,
-    page_size: usize,
-    current_page: usize,
-    row: impl FnMut(T) -> Value,
-) -> Value {
-    let total = matching.len();
-    let data: Vec<Value> = page(matching, page_size, current_page)
-        .into_iter()
-        .map(row)
-        .collect();
-    json!({"object": "list", "total": total, "data": data})
-}
-
 /// The `search` query filter: a case-insensitive part of `name` (absent: everything).
 pub fn searched(query: &HashMap<String, String>, name: &str) -> bool {
     query

@@ -12,7 +12,7 @@ use super::{
     faults::Faults,
     fields::{self, Object},
     ids::{free_slug, make_slug, new_id},
-    normalise, policy_fields,
+    normalise,
     state::{Common, lock},
 };
 
@@ -245,13 +245,36 @@ impl<R: Record> Records<R> {
             .into_iter()
             .filter(|r| admits(r))
             .collect();
-        policy_fields::list_body(matching, page_size, current_page, row)
+        list_body(matching, page_size, current_page, row)
     }
 
     /// Every record in creation order, each as `dump` shows it (for `GET /_emulator/state`).
     pub fn dump_with(&self, dump: impl FnMut(&R) -> Value) -> Vec<Value> {
         self.sorted().into_iter().map(dump).collect()
     }
+}
+
+/// One 0-based page of `rows`.
+pub fn page<T>(rows: Vec<T>, page_size: usize, current_page: usize) -> Vec<T> {
+    rows.into_iter()
+        .skip(current_page.saturating_mul(page_size))
+        .take(page_size)
+        .collect()
+}
+
+/// `{object: "list", total, data}`: the 0-based page of `matching`, each row shown by `row`.
+fn list_body<T>(
+    matching: Vec<T>,
+    page_size: usize,
+    current_page: usize,
+    row: impl FnMut(T) -> Value,
+) -> Value {
+    let total = matching.len();
+    let data: Vec<Value> = page(matching, page_size, current_page)
+        .into_iter()
+        .map(row)
+        .collect();
+    json!({"object": "list", "total": total, "data": data})
 }
 
 /// The API's answer for a record of `R` that `key` names but that does not exist (or that the

@@ -16,7 +16,7 @@ use crate::emulator::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     fields::{self, JsonObject, Object},
-    normalise, policy_fields,
+    normalise, policy_fields, records,
     state::lock,
 };
 
@@ -51,7 +51,7 @@ pub fn capabilities_page(
         .map(|(_, item)| item)
         .collect();
     let total = matching.len();
-    let data = policy_fields::page(matching, page_size, page - 1);
+    let data = records::page(matching, page_size, page - 1);
     Ok(json!({
         "object": "list", "counts": counts, "total": total,
         "has_more": page * page_size < total, "data": data,
