@@ -26,7 +26,7 @@ use std::{
 use axum::{
     Json, Router,
     body::Bytes,
-    extract::State,
+    extract::{FromRef, State},
     http::{HeaderMap, HeaderName, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
     routing::post,
@@ -44,7 +44,6 @@ use super::{
         state::{Common, lock},
     },
     configs::ConfigStore,
-    control::AppState,
     gateway::{self, Responses},
     routing::{self, Plan},
     telemetry::{LogRow, TelemetryLog},
@@ -132,7 +131,11 @@ fn error_body(error: &EmulatorError) -> Value {
 }
 
 /// The data plane's routes: each OpenAI API at its path, served by [`serve`].
-pub fn routes() -> Router<AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    InferenceState: FromRef<S>,
+    S: Clone + Send + Sync + 'static,
+{
     [Api::ChatCompletions, Api::Responses]
         .into_iter()
         .fold(Router::new(), |router, api| {
