@@ -51,7 +51,7 @@ use super::common::{
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, JsonObject, Object},
     ids::{new_id, random_hex},
-    normalise, policy_fields,
+    normalise, policy_fields, records,
     state::{Common, KindState, lock},
 };
 
@@ -655,7 +655,7 @@ async fn list(
         .filter(|r| workspace.is_none_or(|ws| r.workspace_id.as_ref() == Some(ws)))
         .collect();
     let total = matching.len();
-    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
+    let data: Vec<Value> = records::page(matching, page_size, current_page)
         .into_iter()
         .map(ApiKeyRecord::read)
         .collect();
@@ -847,21 +847,11 @@ impl Changes {
     }
 
     fn apply(self, record: &mut ApiKeyRecord) {
-        if let Some(name) = self.name {
-            record.name = name;
-        }
-        if let Some(description) = self.description {
-            record.description = description;
-        }
-        if let Some(scopes) = self.scopes {
-            record.scopes = scopes;
-        }
-        if let Some(rate_limits) = self.rate_limits {
-            record.rate_limits = rate_limits;
-        }
-        if let Some(usage_limits) = self.usage_limits {
-            record.usage_limits = usage_limits;
-        }
+        fields::set(&mut record.name, self.name);
+        fields::set(&mut record.description, self.description);
+        fields::set(&mut record.scopes, self.scopes);
+        fields::set(&mut record.rate_limits, self.rate_limits);
+        fields::set(&mut record.usage_limits, self.usage_limits);
         // Not persisted by the API ([pTF]): the reset shows only as `last_reset_at`.
         if self.reset_usage {
             record.last_reset_at = Some(now());
@@ -875,15 +865,9 @@ impl Changes {
         if record.defaults.config_id != config_before {
             record.config_writes.push(record.defaults.config_id.clone());
         }
-        if let Some(emails) = self.alert_emails {
-            record.alert_emails = emails;
-        }
-        if let Some(expires_at) = self.expires_at {
-            record.expires_at = expires_at;
-        }
-        if let Some(policy) = self.rotation_policy {
-            record.rotation_policy = policy;
-        }
+        fields::set(&mut record.alert_emails, self.alert_emails);
+        fields::set(&mut record.expires_at, self.expires_at);
+        fields::set(&mut record.rotation_policy, self.rotation_policy);
     }
 }
 
@@ -910,23 +894,17 @@ fn rate_limits(body: &Object) -> ApiResult<Option<Vec<Value>>> {
     let Some(items) = fields::opt_array(body, "rate_limits")? else {
         return Ok(None);
     };
-    items
-        .iter()
-        .map(|item| {
-            let item = item
-                .as_object()
-                .ok_or_else(|| EmulatorError::validation("rate_limits items must be objects"))?;
-            let kind = policy_fields::required_enum(item, "type", RATE_LIMIT_TYPES)
-                .map_err(|err| prefixed(err, "rate_limits[]."))?;
-            let unit = policy_fields::required_enum(item, "unit", RATE_LIMIT_UNITS)
-                .map_err(|err| prefixed(err, "rate_limits[]."))?;
-            let value = item.get("value").and_then(Value::as_u64).ok_or_else(|| {
-                EmulatorError::validation("rate_limits[].value must be an integer >= 0")
-            })?;
-            Ok(json!({ "type": kind, "unit": unit, "value": value }))
-        })
-        .collect::<ApiResult<Vec<_>>>()
-        .map(Some)
+    fields::items("rate_limits", &items, |item| {
+        let kind = policy_fields::required_enum(item, "type", RATE_LIMIT_TYPES)
+            .map_err(|err| err.prefixed("rate_limits[]."))?;
+        let unit = policy_fields::required_enum(item, "unit", RATE_LIMIT_UNITS)
+            .map_err(|err| err.prefixed("rate_limits[]."))?;
+        let value = item.get("value").and_then(Value::as_u64).ok_or_else(|| {
+            EmulatorError::validation("rate_limits[].value must be an integer >= 0")
+        })?;
+        Ok(json!({ "type": kind, "unit": unit, "value": value }))
+    })
+    .map(Some)
 }
 
 /// `defaults`: `{metadata?: object, config_id?: string|null, allow_config_override?: bool}`.
@@ -934,7 +912,7 @@ fn defaults(body: &Object) -> ApiResult<Option<Object>> {
     let Some(defaults) = fields::opt_object(body, "defaults")? else {
         return Ok(None);
     };
-    let prefix = |err| prefixed(err, "defaults.");
+    let prefix = |err: EmulatorError| err.prefixed("defaults.");
     if defaults
         .get("metadata")
         .is_some_and(|m| !m.is_null() && !m.is_object())
@@ -986,7 +964,7 @@ fn rotation_policy(body: &Object) -> ApiResult<Option<Object>> {
     let Some(policy) = fields::opt_object(body, "rotation_policy")? else {
         return Ok(None);
     };
-    let prefix = |err| prefixed(err, "rotation_policy.");
+    let prefix = |err: EmulatorError| err.prefixed("rotation_policy.");
     let period = fields::opt_enum(&policy, "rotation_period", ROTATION_PERIODS).map_err(prefix)?;
     let next = timestamp(&policy, "next_rotation_at").map_err(prefix)?;
     if period.is_some() && next.is_some() {
@@ -1004,16 +982,6 @@ fn rotation_policy(body: &Object) -> ApiResult<Option<Object>> {
         )));
     }
     Ok(Some(policy))
-}
-
-/// Qualifies a validation message with the enclosing field (`rate_limits[].unit must be …`).
-fn prefixed(err: EmulatorError, prefix: &str) -> EmulatorError {
-    match err {
-        EmulatorError::Validation(message) => {
-            EmulatorError::Validation(format!("{prefix}{message}"))
-        }
-        other => other,
-    }
 }
 
 #[cfg(test)]

@@ -295,7 +295,7 @@ impl AuthSettings {
     /// take entries out.
     pub fn apply_request(&mut self, settings: &Object, override_existing: bool) -> ApiResult<()> {
         let url = |field: &str| {
-            fields::opt_str(settings, field).map_err(|err| prefixed(err, "auth_settings."))
+            fields::opt_str(settings, field).map_err(|err| err.prefixed("auth_settings."))
         };
         if let Some(value) = url("gateway_base_url")? {
             self.gateway_base_url = value;
@@ -318,13 +318,13 @@ impl AuthSettings {
         ];
         for (field, slot) in flags {
             if let Some(value) =
-                fields::opt_bool(settings, field).map_err(|err| prefixed(err, "auth_settings."))?
+                fields::opt_bool(settings, field).map_err(|err| err.prefixed("auth_settings."))?
             {
                 *slot = value;
             }
         }
         let list = |field: &str| {
-            fields::opt_str_list(settings, field).map_err(|err| prefixed(err, "auth_settings."))
+            fields::opt_str_list(settings, field).map_err(|err| err.prefixed("auth_settings."))
         };
         if let Some(items) = list("workspaces_allowed")? {
             merge_list(&mut self.workspaces_allowed, items, override_existing);
@@ -339,7 +339,7 @@ impl AuthSettings {
             self.jwt_subs_allowed.retain(|item| !items.contains(item));
         }
         let mapping = fields::opt_string_map(settings, "jwt_sub_workspace_mapping")
-            .map_err(|err| prefixed(err, "auth_settings."))?;
+            .map_err(|err| err.prefixed("auth_settings."))?;
         if let Some(mapping) = mapping {
             if override_existing {
                 self.jwt_sub_workspace_mapping = mapping;
@@ -360,16 +360,6 @@ fn merge_list(stored: &mut Vec<String>, items: Vec<String>, override_existing: b
         if !stored.contains(&item) {
             stored.push(item);
         }
-    }
-}
-
-/// Qualifies a validation message with the enclosing object (`auth_settings.x must be …`).
-fn prefixed(err: EmulatorError, prefix: &str) -> EmulatorError {
-    match err {
-        EmulatorError::Validation(message) => {
-            EmulatorError::Validation(format!("{prefix}{message}"))
-        }
-        other => other,
     }
 }
 
@@ -638,9 +628,7 @@ impl DeploymentChange {
         if let Some(config) = &self.deployment_config {
             record.deployment_config = config.clone();
         }
-        if let Some(is_default) = self.is_default {
-            record.is_default = is_default;
-        }
+        fields::set(&mut record.is_default, self.is_default);
         if let Some(tags) = &self.tags {
             record.tags.clone_from(tags);
         }

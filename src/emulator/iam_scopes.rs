@@ -104,21 +104,14 @@ impl ScopeStore {
 /// `resources`: an array of `{resource_type, resource_id, metadata?}` (absent: none).
 fn resources(body: &Object) -> ApiResult<Vec<Value>> {
     let items = fields::opt_array(body, "resources")?.unwrap_or_default();
-    items
-        .into_iter()
-        .map(|item| {
-            let Value::Object(mut item) = item else {
-                return Err(EmulatorError::validation("resources items must be objects"));
-            };
-            for field in ["resource_type", "resource_id"] {
-                fields::req_str(&item, field).map_err(|_| {
-                    EmulatorError::validation(format!("resources[].{field} is required"))
-                })?;
-            }
-            item.entry("metadata").or_insert_with(|| json!([]));
-            Ok(Value::Object(item))
-        })
-        .collect()
+    fields::items("resources", &items, |item| {
+        for field in ["resource_type", "resource_id"] {
+            fields::item_str("resources", item, field)?;
+        }
+        let mut item = item.clone();
+        item.entry("metadata").or_insert_with(|| json!([]));
+        Ok(Value::Object(item))
+    })
 }
 
 /// `description` as the scope keeps it: `""` when unset.

@@ -24,11 +24,12 @@ use std::{
 };
 
 use axum::{
-    Json,
+    Json, Router,
     body::Bytes,
-    extract::State,
+    extract::{FromRef, State},
     http::{HeaderMap, HeaderName, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
+    routing::post,
 };
 use rand::{Rng, rngs::StdRng};
 use serde_json::{Value, json};
@@ -129,20 +130,21 @@ fn error_body(error: &EmulatorError) -> Value {
     error.body()
 }
 
-pub async fn chat_completions(
-    State(state): State<InferenceState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    serve(state, Api::ChatCompletions, headers, body).await
-}
-
-pub async fn responses(
-    State(state): State<InferenceState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    serve(state, Api::Responses, headers, body).await
+/// The data plane's routes: each OpenAI API at its path, served by [`serve`].
+pub fn routes<S>() -> Router<S>
+where
+    InferenceState: FromRef<S>,
+    S: Clone + Send + Sync + 'static,
+{
+    [Api::ChatCompletions, Api::Responses]
+        .into_iter()
+        .fold(Router::new(), |router, api| {
+            let handler =
+                move |State(state): State<InferenceState>, headers: HeaderMap, body: Bytes| {
+                    serve(state, api, headers, body)
+                };
+            router.route(api.path(), post(handler))
+        })
 }
 
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {

@@ -595,19 +595,12 @@ pub async fn list(
 ) -> ApiResult<Response> {
     let workspace = IdRule::UuidOrSlug.filter(&query, "workspace_id")?;
     let scope = policy_fields::ScopeFilter::parse(&query)?;
-    let (page_size, current_page) = policy_fields::policy_page(&query)?;
+    let page = policy_fields::policy_page(&query)?;
     let faults = state.faults();
-    let store = lock(&state.integrations);
-    let matching: Vec<&IntegrationRecord> = store
-        .listed(&faults)
-        .into_iter()
-        .filter(|r| scope.admits(r.workspace_id.as_ref()))
-        .filter(|r| workspace.is_none_or(|ws| r.enabled_for(ws)))
-        .collect();
-    let body = policy_fields::list_body(
-        matching,
-        page_size,
-        current_page,
+    let body = lock(&state.integrations).list_page(
+        &faults,
+        page,
+        |r| scope.admits(r.workspace_id.as_ref()) && workspace.is_none_or(|ws| r.enabled_for(ws)),
         IntegrationRecord::list_row,
     );
     Ok(normalise::reply(&body, faults.normalise))
@@ -733,12 +726,8 @@ impl RowUpdate {
         let row = &mut rows[at];
         let newly_enabled = self.enabled && !row.enabled;
         row.enabled = self.enabled;
-        if let Some(limits) = self.usage_limits {
-            row.usage_limits = limits;
-        }
-        if let Some(limits) = self.rate_limits {
-            row.rate_limits = limits;
-        }
+        fields::set(&mut row.usage_limits, self.usage_limits);
+        fields::set(&mut row.rate_limits, self.rate_limits);
         if self.reset_usage {
             row.last_reset_at = Some(now());
         }
@@ -842,28 +831,22 @@ pub async fn update_models(
 ) -> ApiResult<Json<Value>> {
     let models = fields::req_array(&body, "models")?;
     let allow_all = fields::opt_bool(&body, "allow_all_models")?;
-    let mut parsed = Vec::with_capacity(models.len());
-    for item in &models {
-        let item = item
-            .as_object()
-            .ok_or_else(|| EmulatorError::validation("models items must be objects"))?;
-        let slug = fields::req_str(item, "slug")
-            .map_err(|_| EmulatorError::validation("models[].slug is required"))?;
-        let enabled = fields::opt_bool(item, "enabled")?
-            .ok_or_else(|| EmulatorError::validation("models[].enabled is required"))?;
+    let parsed = fields::items("models", &models, |item| {
+        let slug = fields::item_str("models", item, "slug")?;
+        let enabled = fields::item_bool("models", item, "enabled")?;
         // [pTF] reads these as bool, number or string: take every form.
         let flex = |field: &str| match item.get(field) {
             Some(Value::String(s)) => Ok(Some(s == "true" || s == "1")),
             _ => fields::opt_bool(item, field),
         };
-        parsed.push((
+        Ok((
             item.clone(),
             slug,
             enabled,
             flex("is_custom")?,
             flex("is_finetune")?,
-        ));
-    }
+        ))
+    })?;
     let mut store = lock(&state.integrations);
     let record = store.get_mut(&state, &id)?;
     if let Some((_, slug, ..)) = parsed.iter().find(|(_, slug, _, custom, _)| {

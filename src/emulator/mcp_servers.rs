@@ -39,7 +39,7 @@ use super::{
         errors::{ApiResult, EmulatorError},
         fields::{self, IdRule, JsonObject, Object},
         normalise, policy_fields,
-        records::{Key, Kind, Record, Records, Slug, reply_one},
+        records::{self, Key, Kind, Record, Records, Slug, reply_one},
         routes::crud,
         state::{Common, lock},
     },
@@ -304,17 +304,14 @@ async fn list(
             .find(key)
             .map_or(key.clone(), |w| w.key.id.clone())
     });
-    let matching: Vec<&McpServerRecord> = store
-        .listed(&faults)
-        .into_iter()
-        .filter(|r| workspace.as_ref().is_none_or(|w| &r.workspace_id == w))
-        .filter(|r| {
-            ids.as_ref()
+    let admits = |r: &McpServerRecord| {
+        workspace.as_ref().is_none_or(|w| &r.workspace_id == w)
+            && ids
+                .as_ref()
                 .is_none_or(|ids| ids.contains(&r.key.id.as_str()))
-        })
-        .filter(|r| policy_fields::searched(&query, &r.name))
-        .collect();
-    let body = policy_fields::list_body(matching, page_size, current_page, |r| {
+            && policy_fields::searched(&query, &r.name)
+    };
+    let body = store.list_page(&faults, (page_size, current_page), admits, |r| {
         r.row(&integrations, &workspaces)
     });
     Ok(normalise::reply(&body, faults.normalise))
@@ -467,7 +464,7 @@ async fn user_access(
         })
         .collect();
     let total = rows.len();
-    let data = policy_fields::page(rows, page_size, page - 1);
+    let data = records::page(rows, page_size, page - 1);
     Ok(Json(json!({
         "object": "list", "default_user_access": record.default_user_access, "total": total,
         "has_more": page * page_size < total, "data": data,
@@ -481,18 +478,10 @@ async fn update_user_access(
     Path(key): Path<String>,
     JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let items = fields::req_array(&body, "user_access")?;
-    let mut rows = Vec::with_capacity(items.len());
-    for item in &items {
-        let item: &Object = item
-            .as_object()
-            .ok_or_else(|| EmulatorError::validation("user_access items must be objects"))?;
-        let user = fields::req_str(item, "user_id")
-            .map_err(|_| EmulatorError::validation("user_access[].user_id is required"))?;
-        let enabled = fields::opt_bool(item, "enabled")?
-            .ok_or_else(|| EmulatorError::validation("user_access[].enabled is required"))?;
-        rows.push((user, enabled));
-    }
+    let rows = fields::req_items(&body, "user_access", |item| {
+        let user = fields::item_str("user_access", item, "user_id")?;
+        Ok((user, fields::item_bool("user_access", item, "enabled")?))
+    })?;
     let default = fields::opt_enum(&body, "default_user_access", &["allow", "deny"])?;
     let mut store = lock(&state.store);
     let record = store.get_mut(&state.common, &key)?;

@@ -307,13 +307,10 @@ fn router(state: AppState) -> Router {
 
     // The data plane authenticates by gateway key, not bearer token, and sees only the
     // per-provider faults.
-    let inference = Router::new()
-        .route("/v1/chat/completions", post(inference::chat_completions))
-        .route("/v1/responses", post(inference::responses))
-        .layer(from_fn_with_state(
-            Arc::clone(&state.common),
-            middleware::record_stats,
-        ));
+    let inference = inference::routes().layer(from_fn_with_state(
+        Arc::clone(&state.common),
+        middleware::record_stats,
+    ));
 
     let control = Router::new()
         .route(

@@ -295,13 +295,12 @@ pub async fn list(
     };
     let current_page = policy_fields::page_param(&query, "current_page", 0)?;
     let faults = state.faults();
-    let store = lock(&state.providers);
-    let matching: Vec<&ProviderRecord> = store
-        .listed(&faults)
-        .into_iter()
-        .filter(|r| workspace.is_none_or(|ws| &r.workspace_id == ws))
-        .collect();
-    let body = policy_fields::list_body(matching, page_size, current_page, ProviderRecord::row);
+    let body = lock(&state.providers).list_page(
+        &faults,
+        (page_size, current_page),
+        |r| workspace.is_none_or(|ws| &r.workspace_id == ws),
+        ProviderRecord::row,
+    );
     Ok(normalise::reply(&body, faults.normalise))
 }
 

@@ -360,6 +360,11 @@ mod tests {
         })
     }
 
+    /// Which provider answered last, and with which status.
+    fn answered(routed: &Routed) -> (&str, u16) {
+        (routed.target.provider.as_str(), routed.status())
+    }
+
     #[test]
     fn a_document_without_targets_is_one_target() {
         let routed = run(json!({"provider": "@openai-prod"}), &HashMap::new(), 1);
@@ -373,10 +378,7 @@ mod tests {
     fn single_uses_the_first_target() {
         let doc = json!({"strategy": {"mode": "single"}, "targets": [{"provider": "@a"}, {"provider": "@b"}]});
         let routed = run(doc, &HashMap::from([("a", 503)]), 1);
-        assert_eq!(
-            (routed.target.provider.as_str(), routed.status()),
-            ("a", 503)
-        );
+        assert_eq!(answered(&routed), ("a", 503));
     }
 
     #[test]
@@ -392,21 +394,12 @@ mod tests {
         let limited = json!({"strategy": {"mode": "fallback", "on_status_codes": [429]},
                              "targets": [{"provider": "@a"}, {"provider": "@b"}]});
         let routed = run(limited.clone(), &HashMap::from([("a", 503)]), 1);
-        assert_eq!(
-            (routed.target.provider.as_str(), routed.status()),
-            ("a", 503)
-        );
+        assert_eq!(answered(&routed), ("a", 503));
         let routed = run(limited, &HashMap::from([("a", 429)]), 1);
-        assert_eq!(
-            (routed.target.provider.as_str(), routed.status()),
-            ("b", 200)
-        );
+        assert_eq!(answered(&routed), ("b", 200));
 
         let routed = run(doc, &HashMap::from([("a", 500), ("b", 502)]), 1);
-        assert_eq!(
-            (routed.target.provider.as_str(), routed.status()),
-            ("b", 502)
-        );
+        assert_eq!(answered(&routed), ("b", 502));
     }
 
     #[test]

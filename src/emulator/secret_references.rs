@@ -357,24 +357,19 @@ async fn list(
     }
     let current_page = policy_fields::page_param(&query, "current_page", 0)?;
     let faults = state.common.faults();
-    let store = lock(&state.store);
-    let matching: Vec<&SecretReferenceRecord> = store
-        .listed(&faults)
-        .into_iter()
-        .filter(|r| manager_type.as_ref().is_none_or(|m| &r.manager_type == m))
-        .filter(|r| policy_fields::searched(&query, &r.name))
-        .filter(|r| {
-            wanted_tags.as_ref().is_none_or(|wanted| {
+    let admits = |r: &SecretReferenceRecord| {
+        manager_type.as_ref().is_none_or(|m| &r.manager_type == m)
+            && policy_fields::searched(&query, &r.name)
+            && wanted_tags.as_ref().is_none_or(|wanted| {
                 wanted
                     .iter()
                     .all(|(k, v)| r.tags.as_ref().and_then(|t| t.get(k)) == Some(v))
             })
-        })
-        .collect();
-    let body = policy_fields::list_body(
-        matching,
-        page_size,
-        current_page,
+    };
+    let body = lock(&state.store).list_page(
+        &faults,
+        (page_size, current_page),
+        admits,
         SecretReferenceRecord::row,
     );
     Ok(normalise::reply(&body, faults.normalise))

@@ -40,7 +40,7 @@ use super::common::{
     ids::new_id,
     normalise,
     policy_fields::{self, Policy, PolicyFilter, PolicyKind, active_mut, in_status},
-    records::{Kind, Records, Slug},
+    records::{self, Kind, Records, Slug},
     state::{Common, KindState, lock},
 };
 
@@ -491,15 +491,9 @@ impl Update {
         };
         check_threshold(credit_limit, alert_threshold)?;
         self.apply_reset_form(own);
-        if let Some(description) = self.description {
-            own.description = description;
-        }
-        if let Some(threshold) = self.alert_threshold {
-            own.alert_threshold = threshold;
-        }
-        if let Some(at) = self.next_usage_reset_at {
-            own.next_usage_reset_at = at;
-        }
+        fields::set(&mut own.description, self.description);
+        fields::set(&mut own.alert_threshold, self.alert_threshold);
+        fields::set(&mut own.next_usage_reset_at, self.next_usage_reset_at);
         if let Some(limit) = self.credit_limit {
             own.credit_limit = limit;
             own.recheck_limit();
@@ -569,7 +563,7 @@ pub async fn entities(
         .map(UsageEntity::row)
         .collect();
     let total = matching.len();
-    let data = policy_fields::page(matching, page_size, current_page);
+    let data = records::page(matching, page_size, current_page);
     let body = json!({ "object": "list", "data": data, "total": total });
     Ok(normalise::reply(&body, normalise))
 }

@@ -329,20 +329,20 @@ async fn list(
     let (page_size, current_page) = policy_fields::policy_page(&query)?;
     let faults = state.common.faults();
     let scopes = lock(&state.scopes);
-    let store = lock(&state.workspaces);
-    let matching: Vec<&WorkspaceRecord> = store
-        .listed(&faults)
-        .into_iter()
-        .filter(|r| statuses.contains(&r.status))
-        .filter(|r| r.visible(plane, &scopes))
-        .filter(|r| {
-            query
+    let admits = |r: &WorkspaceRecord| {
+        statuses.contains(&r.status)
+            && r.visible(plane, &scopes)
+            && query
                 .get("name")
                 .is_none_or(|n| r.name.contains(n.as_str()))
-        })
-        .filter(|r| query.get("exact_name").is_none_or(|n| &r.name == n))
-        .collect();
-    let body = policy_fields::list_body(matching, page_size, current_page, WorkspaceRecord::row);
+            && query.get("exact_name").is_none_or(|n| &r.name == n)
+    };
+    let body = lock(&state.workspaces).list_page(
+        &faults,
+        (page_size, current_page),
+        admits,
+        WorkspaceRecord::row,
+    );
     Ok(normalise::reply(&body, faults.normalise))
 }
 

@@ -279,6 +279,16 @@ pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'
     conditions.iter().find(|c| c.type_ == type_)
 }
 
+/// The fields of `checks` that differ, in the order given: what a `diff` or an
+/// `immutable_conflicts` reports, each check a spec field's name and whether the remote object
+/// differs in it.
+pub fn differing<const N: usize>(checks: [(&'static str, bool); N]) -> Vec<&'static str> {
+    checks
+        .into_iter()
+        .filter_map(|(field, differs)| differs.then_some(field))
+        .collect()
+}
+
 /// True when two JSON documents mean the same: key order never matters (maps compare by key),
 /// and numbers compare by value, so a server that returns `1.0` as `1` is not a difference.
 /// Array order does matter (targets, fallbacks).

@@ -42,6 +42,12 @@ pub struct PolicyIdentity {
 }
 
 impl PolicyIdentity {
+    /// True when the spec names the policy and the remote one is named otherwise (a spec
+    /// without a name leaves the remote name alone).
+    pub fn differs_in_name(&self, remote: Option<&String>) -> bool {
+        self.name.is_some() && self.name.as_ref() != remote
+    }
+
     /// The identity of a spec adopting `remote` (by id).
     pub fn adopting(facts: &Facts<'_>) -> Self {
         Self {

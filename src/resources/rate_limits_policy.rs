@@ -160,6 +160,7 @@ pub struct RateLimitsPolicyStatus {
 }
 embeds_managed!(RateLimitsPolicyStatus, ManagedStatus);
 
+use super::common::differing;
 use super::policy::{FixedIdentity, Policy, PolicyIdentity, bind_policy, same_enum, single};
 use crate::api;
 
@@ -320,40 +321,31 @@ impl RateLimitsPolicySpec {
 
     /// Mutable fields where the remote policy differs from the spec; a PUT fixes these.
     pub fn diff(&self, remote: &api::RateLimitsPolicy) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if self.identity.name.is_some() && self.identity.name != remote.name {
-            fields.push("name");
-        }
-        if to_api_unit(self.unit) != remote.limit.unit {
-            fields.push("unit");
-        }
-        if self.value != remote.limit.value {
-            fields.push("value");
-        }
-        if !PolicyCondition::same_set(&self.conditions, &remote.conditions) {
-            fields.push("conditions");
-        }
-        fields
+        differing([
+            ("name", self.identity.differs_in_name(remote.name.as_ref())),
+            ("unit", to_api_unit(self.unit) != remote.limit.unit),
+            ("value", self.value != remote.limit.value),
+            (
+                "conditions",
+                !PolicyCondition::same_set(&self.conditions, &remote.conditions),
+            ),
+        ])
     }
 
     /// Immutable fields where the remote policy differs; no PUT can fix these.
     pub fn immutable_conflicts(&self, remote: &api::RateLimitsPolicy) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if self.type_.to_api() != remote.limit.limit_type {
-            fields.push("type");
-        }
-        if !GroupBy::same_set(&self.group_by, &remote.group_by) {
-            fields.push("groupBy");
-        }
-        if self
-            .target
-            .map(to_api_target)
-            .unwrap_or(api::RateLimitTarget::Llm)
-            != remote.limit.target.unwrap_or(api::RateLimitTarget::Llm)
-        {
-            fields.push("target");
-        }
-        fields
+        let llm = api::RateLimitTarget::Llm;
+        differing([
+            ("type", self.type_.to_api() != remote.limit.limit_type),
+            (
+                "groupBy",
+                !GroupBy::same_set(&self.group_by, &remote.group_by),
+            ),
+            (
+                "target",
+                self.target.map_or(llm, to_api_target) != remote.limit.target.unwrap_or(llm),
+            ),
+        ])
     }
 }
 

@@ -302,10 +302,10 @@ mod tests {
         assert_eq!(bad.display_name(), "tenant-a/deep");
         assert_eq!(bad.meta.uid.as_deref(), Some("uid-deep"));
         assert_eq!(bad.meta.resource_version.as_deref(), Some("7"));
+        let reason = &bad.reason;
         assert!(
-            bad.reason.contains("spec.config is nested 151 levels deep"),
-            "{}",
-            bad.reason
+            reason.contains("spec.config is nested 151 levels deep"),
+            "{reason}"
         );
     }
 
@@ -331,10 +331,10 @@ mod tests {
         let Readable::<Config>::Unreadable(bad) = Readable::from_text(&text) else {
             panic!("decoded a Config with a numeric spec.name");
         };
+        let reason = &bad.reason;
         assert!(
-            bad.reason.starts_with("it does not decode as this kind"),
-            "{}",
-            bad.reason
+            reason.starts_with("it does not decode as this kind"),
+            "{reason}"
         );
     }
 

@@ -174,6 +174,11 @@ mod tests {
         }
     }
 
+    /// The verdict of [`analysis`] at a minimum of 20 requests per cohort.
+    fn judged(stable: &CohortRecord, candidate: &CohortRecord) -> Verdict {
+        judge(&analysis(), 20, stable, candidate)
+    }
+
     fn figures(requests: u64, errors: u64, p90: f64) -> CohortRecord {
         CohortRecord {
             keys: 2,
@@ -213,7 +218,7 @@ mod tests {
         let mut candidate = figures(100, 5, 10.0);
         candidate.client_errors = 90;
         // 10 judged requests: too few.
-        let verdict = judge(&analysis(), 20, &figures(100, 0, 10.0), &candidate);
+        let verdict = judged(&figures(100, 0, 10.0), &candidate);
         assert!(
             matches!(&verdict, Verdict::Wait(m) if m.contains("10 candidate requests of the 20")),
             "{verdict:?}"
@@ -221,7 +226,7 @@ mod tests {
         let mut limited = figures(100, 0, 10.0);
         limited.errors = 20;
         limited.error_rate = Some(0.2);
-        let verdict = judge(&analysis(), 20, &figures(100, 0, 10.0), &limited);
+        let verdict = judged(&figures(100, 0, 10.0), &limited);
         let Verdict::Fail(message) = verdict else {
             panic!("{verdict:?}")
         };
@@ -233,23 +238,13 @@ mod tests {
 
     #[test]
     fn too_little_traffic_waits() {
-        let verdict = judge(
-            &analysis(),
-            20,
-            &figures(100, 0, 10.0),
-            &figures(5, 5, 10.0),
-        );
+        let verdict = judged(&figures(100, 0, 10.0), &figures(5, 5, 10.0));
         assert!(matches!(verdict, Verdict::Wait(m) if m.contains("5 candidate requests")));
     }
 
     #[test]
     fn an_absolute_threshold_fails_with_the_figures() {
-        let verdict = judge(
-            &analysis(),
-            20,
-            &figures(100, 0, 10.0),
-            &figures(100, 30, 10.0),
-        );
+        let verdict = judged(&figures(100, 0, 10.0), &figures(100, 30, 10.0));
         let Verdict::Fail(message) = verdict else {
             panic!("{verdict:?}")
         };
@@ -263,22 +258,12 @@ mod tests {
     #[test]
     fn relative_thresholds_need_a_judged_stable_cohort() {
         // 8% is under the absolute 10%, but 8 points over the stable cohort's 0%.
-        let verdict = judge(
-            &analysis(),
-            20,
-            &figures(100, 0, 10.0),
-            &figures(100, 8, 10.0),
-        );
+        let verdict = judged(&figures(100, 0, 10.0), &figures(100, 8, 10.0));
         assert!(matches!(verdict, Verdict::Fail(m) if m.contains("maxErrorRateOverStable")));
         // A thin stable cohort is not compared with: the analysis waits for it (issue 31, F8;
         // it passed on the absolute thresholds alone before, so starving the stable keys of
         // traffic switched the relative thresholds off).
-        let verdict = judge(
-            &analysis(),
-            20,
-            &figures(3, 0, 10.0),
-            &figures(100, 8, 10.0),
-        );
+        let verdict = judged(&figures(3, 0, 10.0), &figures(100, 8, 10.0));
         assert!(
             matches!(&verdict, Verdict::Wait(m) if m.contains("3 stable requests of the 20 the relative thresholds need")),
             "{verdict:?}"
@@ -286,21 +271,11 @@ mod tests {
         // A stable cohort with no key (the 100 % step) has no baseline: the absolute
         // thresholds judge alone.
         let empty = CohortRecord::default();
-        let verdict = judge(&analysis(), 20, &empty, &figures(100, 8, 10.0));
+        let verdict = judged(&empty, &figures(100, 8, 10.0));
         assert!(matches!(verdict, Verdict::Pass(_)), "{verdict:?}");
-        let verdict = judge(
-            &analysis(),
-            20,
-            &figures(100, 0, 10.0),
-            &figures(100, 0, 30.0),
-        );
+        let verdict = judged(&figures(100, 0, 10.0), &figures(100, 0, 30.0));
         assert!(matches!(verdict, Verdict::Fail(m) if m.contains("3.00 times")));
-        let verdict = judge(
-            &analysis(),
-            20,
-            &figures(100, 1, 10.0),
-            &figures(100, 2, 15.0),
-        );
+        let verdict = judged(&figures(100, 1, 10.0), &figures(100, 2, 15.0));
         assert!(matches!(verdict, Verdict::Pass(_)));
     }
     #[test]

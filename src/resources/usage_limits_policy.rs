@@ -8,6 +8,7 @@ use serde_with::skip_serializing_none;
 
 use super::rules;
 
+use super::common::differing;
 pub use super::limits::UsageLimitType;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
@@ -230,38 +231,38 @@ impl UsageLimitsPolicySpec {
 
     /// Mutable fields where the remote policy differs from the spec; a PUT fixes these.
     pub fn diff(&self, remote: &api::UsageLimitsPolicy) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if self.identity.name.is_some() && self.identity.name != remote.name {
-            fields.push("name");
-        }
-        if self.credit_limit != remote.limit.credit_limit {
-            fields.push("creditLimit");
-        }
-        if self.alert_threshold != remote.limit.alert_threshold {
-            fields.push("alertThreshold");
-        }
-        if self.periodic_reset.map(to_api_reset) != remote.limit.periodic_reset {
-            fields.push("periodicReset");
-        }
-        if self.periodic_reset_days != remote.limit.periodic_reset_days {
-            fields.push("periodicResetDays");
-        }
-        if !PolicyCondition::same_set(&self.conditions, &remote.conditions) {
-            fields.push("conditions");
-        }
-        fields
+        let limit = &remote.limit;
+        differing([
+            ("name", self.identity.differs_in_name(remote.name.as_ref())),
+            ("creditLimit", self.credit_limit != limit.credit_limit),
+            (
+                "alertThreshold",
+                self.alert_threshold != limit.alert_threshold,
+            ),
+            (
+                "periodicReset",
+                self.periodic_reset.map(to_api_reset) != limit.periodic_reset,
+            ),
+            (
+                "periodicResetDays",
+                self.periodic_reset_days != limit.periodic_reset_days,
+            ),
+            (
+                "conditions",
+                !PolicyCondition::same_set(&self.conditions, &remote.conditions),
+            ),
+        ])
     }
 
     /// Immutable fields where the remote policy differs; no PUT can fix these.
     pub fn immutable_conflicts(&self, remote: &api::UsageLimitsPolicy) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if self.type_.to_api() != remote.limit.limit_type {
-            fields.push("type");
-        }
-        if !GroupBy::same_set(&self.group_by, &remote.group_by) {
-            fields.push("groupBy");
-        }
-        fields
+        differing([
+            ("type", self.type_.to_api() != remote.limit.limit_type),
+            (
+                "groupBy",
+                !GroupBy::same_set(&self.group_by, &remote.group_by),
+            ),
+        ])
     }
 }
 

@@ -86,6 +86,15 @@ impl EmulatorError {
         Self::NotFound(message.into())
     }
 
+    /// Qualifies a validation message with the enclosing field or object (`rate_limits[].unit
+    /// must be …`, `auth_settings.x must be …`); other errors pass unchanged.
+    pub fn prefixed(self, prefix: &str) -> Self {
+        match self {
+            Self::Validation(message) => Self::Validation(format!("{prefix}{message}")),
+            other => other,
+        }
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Validation(_) | Self::InvalidParam { .. } | Self::GatewayInvalid { .. } => {

@@ -10,6 +10,7 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::errors::EmulatorError;
 
@@ -17,83 +18,72 @@ use super::errors::EmulatorError;
 const MAX_LIST_LAG_MS: u64 = 600_000;
 
 /// Fault settings (`PUT /_emulator/faults`); `{}` clears them all.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Faults {
     /// Extra delay before every API request, on top of `--latency`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<u64>,
     /// Share of requests answered 500 or 503 without touching state.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_rate: Option<f64>,
     /// Share of requests that hang (then 504) without touching state.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_rate: Option<f64>,
     /// Share of requests that are applied, after which the connection is cut with no response.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop_after_commit_rate: Option<f64>,
     /// Requests (`"METHOD /route/template"`, as `/_emulator/stats` names them) applied, after
     /// which the connection is cut with no response: each entry once, the next request that
     /// matches it (a lost answer on one call of a flow, the others answered).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub drop_after_commit_once: Vec<String>,
     /// Routes (`"METHOD /route/template"`, as `/_emulator/stats` names them) answered with the
     /// given status (400..599) every time, without touching state: one route's outage (the
     /// telemetry down while the rest of the API answers).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub failing_routes: BTreeMap<String, u16>,
     /// Requests per second allowed across all API routes; beyond it, 429 with `Retry-After`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit_qps: Option<f64>,
     /// Share of successful writes (POST/PUT/DELETE) that are applied, then answered 500/502/503.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_after_commit_rate: Option<f64>,
     /// Share of successful writes that are applied, then answered 200 with a body that is not JSON.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub garbage_2xx_rate: Option<f64>,
     /// Config and deployment create receipts omit `slug` (reads still show it).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub create_without_slug: bool,
     /// A missing config, deployment, policy (or policy entity), API key, integration or provider
     /// answers 403 `AB03` instead of 404.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub missing_as_ab03: bool,
     /// Config and deployment lists return at most this many rows; `total` stays the true count.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub list_cap: Option<u64>,
     /// Objects created through the API less than this many ms ago are missing from every list.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub list_lag_ms: Option<u64>,
     /// Reads come back as a real server writes them: keys in another order, `1.0` as `1`,
     /// policy `conditions` and `group_by` reordered.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub normalise: bool,
     /// Config reads replace credential fields of the document with a mask.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub mask_credentials: bool,
     /// Faults of the data plane's simulated providers, by provider slug (a config target's
     /// `provider` without its `@`, or its `virtual_key`). The management faults above never
     /// touch the data plane; these never touch the management API.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub providers: BTreeMap<String, ProviderFault>,
     /// Restarts the data plane's random draws (loadbalance picks, provider error rolls) from
     /// this seed, so a test's routes repeat run after run. Each PUT that names it restarts them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_seed: Option<u64>,
 }
 
 /// How one simulated provider misbehaves.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ProviderFault {
     /// Share of calls (0..1) answered with `status` instead of a completion.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_rate: Option<f64>,
     /// The status of a failed call (400..599; default 503).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// Time every call to the provider takes, failed or not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<u64>,
 }
 

@@ -340,15 +340,54 @@ pub fn opt_array(body: &Object, field: &str) -> ApiResult<Option<Vec<Value>>> {
 /// One item of a workspace access PUT (`workspaces[]`, integrations and MCP integrations):
 /// the object, its `id` (a workspace UUID or slug) and `enabled`, both required.
 pub fn access_item(item: &Value) -> ApiResult<(&Object, String, bool)> {
-    let item = item
-        .as_object()
-        .ok_or_else(|| EmulatorError::validation("workspaces items must be objects"))?;
-    let id = req_str(item, "id")
-        .map_err(|_| EmulatorError::validation("workspaces[].id is required"))?;
+    let item = array_item("workspaces", item)?;
+    let id = item_str("workspaces", item, "id")?;
     IdRule::UuidOrSlug.check("workspace_id", &id)?;
-    let enabled = opt_bool(item, "enabled")?
-        .ok_or_else(|| EmulatorError::validation("workspaces[].enabled is required"))?;
+    let enabled = item_bool("workspaces", item, "enabled")?;
     Ok((item, id, enabled))
+}
+
+/// An item of the array field `array`, which must be an object.
+pub fn array_item<'a>(array: &str, item: &'a Value) -> ApiResult<&'a Object> {
+    item.as_object()
+        .ok_or_else(|| EmulatorError::validation(format!("{array} items must be objects")))
+}
+
+/// The items of the array field `array` (as [`req_array`] or [`opt_array`] read it), each an
+/// object read by `read`.
+pub fn items<T>(
+    array: &str,
+    items: &[Value],
+    mut read: impl FnMut(&Object) -> ApiResult<T>,
+) -> ApiResult<Vec<T>> {
+    items
+        .iter()
+        .map(|item| read(array_item(array, item)?))
+        .collect()
+}
+
+/// A required array field of objects, each read by `read`.
+pub fn req_items<T>(
+    body: &Object,
+    array: &str,
+    read: impl FnMut(&Object) -> ApiResult<T>,
+) -> ApiResult<Vec<T>> {
+    items(array, &req_array(body, array)?, read)
+}
+
+/// A required string of an item of the array field `array`: `{array}[].{field} is required`
+/// when it is absent, blank or not a string.
+pub fn item_str(array: &str, item: &Object, field: &str) -> ApiResult<String> {
+    req_str(item, field).map_err(|_| item_required(array, field))
+}
+
+/// A required boolean of an item of the array field `array`.
+pub fn item_bool(array: &str, item: &Object, field: &str) -> ApiResult<bool> {
+    opt_bool(item, field)?.ok_or_else(|| item_required(array, field))
+}
+
+fn item_required(array: &str, field: &str) -> EmulatorError {
+    EmulatorError::validation(format!("{array}[].{field} is required"))
 }
 
 /// A required array field.

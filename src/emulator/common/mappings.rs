@@ -19,14 +19,9 @@ pub fn secret_mappings(body: &Object, target_prefixes: &[&str]) -> ApiResult<Opt
     };
     let mut targets = HashSet::new();
     for item in &items {
-        let item = item
-            .as_object()
-            .ok_or_else(|| EmulatorError::validation("secret_mappings items must be objects"))?;
-        let target = fields::req_str(item, "target_field")
-            .map_err(|_| EmulatorError::validation("secret_mappings[].target_field is required"))?;
-        fields::req_str(item, "secret_reference_id").map_err(|_| {
-            EmulatorError::validation("secret_mappings[].secret_reference_id is required")
-        })?;
+        let item = fields::array_item("secret_mappings", item)?;
+        let target = fields::item_str("secret_mappings", item, "target_field")?;
+        fields::item_str("secret_mappings", item, "secret_reference_id")?;
         let allowed = target_prefixes.iter().any(|p| match p.ends_with('.') {
             true => target.starts_with(p) && target.len() > p.len(),
             false => target == *p,

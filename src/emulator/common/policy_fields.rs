@@ -447,15 +447,12 @@ impl PolicyFilter {
         read: impl Fn(&Policy<K>, bool) -> Value,
     ) -> Response {
         let faults = state.faults();
-        let store = lock(&state.store);
-        let matching: Vec<&Policy<K>> = store
-            .listed(&faults)
-            .into_iter()
-            .filter(|p| self.admits(&p.head) && admits(p))
-            .collect();
-        let body = list_body(matching, self.page_size, self.current_page, |policy| {
-            read(policy, faults.normalise)
-        });
+        let body = lock(&state.store).list_page(
+            &faults,
+            (self.page_size, self.current_page),
+            |p| self.admits(&p.head) && admits(p),
+            |policy| read(policy, faults.normalise),
+        );
         normalise::reply(&body, faults.normalise)
     }
 }
@@ -516,29 +513,6 @@ pub fn policy_page(query: &HashMap<String, String>) -> ApiResult<(usize, usize)>
         size => size,
     };
     Ok((page_size, page_param(query, "current_page", 0)?))
-}
-
-/// One 0-based page of `rows`.
-pub fn page<T>(rows: Vec<T>, page_size: usize, current_page: usize) -> Vec<T> {
-    rows.into_iter()
-        .skip(current_page.saturating_mul(page_size))
-        .take(page_size)
-        .collect()
-}
-
-/// `{object: "list", total, data}`: the 0-based page of `matching`, each row shown by `row`.
-pub fn list_body<T>(
-    matching: Vec<T>,
-    page_size: usize,
-    current_page: usize,
-    row: impl FnMut(T) -> Value,
-) -> Value {
-    let total = matching.len();
-    let data: Vec<Value> = page(matching, page_size, current_page)
-        .into_iter()
-        .map(row)
-        .collect();
-    json!({"object": "list", "total": total, "data": data})
 }
 
 /// The `search` query filter: a case-insensitive part of `name` (absent: everything).

@@ -230,10 +230,51 @@ impl<R: Record> Records<R> {
         Ok(())
     }
 
+    /// A list route's `{object: "list", total, data}`: of the records a list shows now
+    /// ([`Self::listed`]) those `admits` lets through, the 0-based page `(page_size,
+    /// current_page)` of them, each shown by `row`.
+    pub fn list_page(
+        &self,
+        faults: &Faults,
+        (page_size, current_page): (usize, usize),
+        admits: impl Fn(&R) -> bool,
+        row: impl FnMut(&R) -> Value,
+    ) -> Value {
+        let matching: Vec<&R> = self
+            .listed(faults)
+            .into_iter()
+            .filter(|r| admits(r))
+            .collect();
+        list_body(matching, page_size, current_page, row)
+    }
+
     /// Every record in creation order, each as `dump` shows it (for `GET /_emulator/state`).
     pub fn dump_with(&self, dump: impl FnMut(&R) -> Value) -> Vec<Value> {
         self.sorted().into_iter().map(dump).collect()
     }
+}
+
+/// One 0-based page of `rows`.
+pub fn page<T>(rows: Vec<T>, page_size: usize, current_page: usize) -> Vec<T> {
+    rows.into_iter()
+        .skip(current_page.saturating_mul(page_size))
+        .take(page_size)
+        .collect()
+}
+
+/// `{object: "list", total, data}`: the 0-based page of `matching`, each row shown by `row`.
+fn list_body<T>(
+    matching: Vec<T>,
+    page_size: usize,
+    current_page: usize,
+    row: impl FnMut(T) -> Value,
+) -> Value {
+    let total = matching.len();
+    let data: Vec<Value> = page(matching, page_size, current_page)
+        .into_iter()
+        .map(row)
+        .collect();
+    json!({"object": "list", "total": total, "data": data})
 }
 
 /// The API's answer for a record of `R` that `key` names but that does not exist (or that the

@@ -16,7 +16,7 @@ use crate::emulator::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     fields::{self, JsonObject, Object},
-    normalise, policy_fields,
+    normalise, policy_fields, records,
     state::lock,
 };
 
@@ -51,7 +51,7 @@ pub fn capabilities_page(
         .map(|(_, item)| item)
         .collect();
     let total = matching.len();
-    let data = policy_fields::page(matching, page_size, page - 1);
+    let data = records::page(matching, page_size, page - 1);
     Ok(json!({
         "object": "list", "counts": counts, "total": total,
         "has_more": page * page_size < total, "data": data,
@@ -64,21 +64,13 @@ pub fn capability_updates(body: &Object) -> ApiResult<Vec<(String, String, bool)
     let items = fields::opt_array(body, "capabilities")?
         .filter(|items| !items.is_empty())
         .ok_or_else(|| EmulatorError::validation("capabilities must name at least one"))?;
-    items
-        .iter()
-        .map(|item| {
-            let item = item
-                .as_object()
-                .ok_or_else(|| EmulatorError::validation("capabilities items must be objects"))?;
-            let name = fields::req_str(item, "name")
-                .map_err(|_| EmulatorError::validation("capabilities[].name is required"))?;
-            let kind = policy_fields::required_enum(item, "type", &["tool", "prompt", "resource"])
-                .map_err(|e| EmulatorError::validation(format!("capabilities[].{e}")))?;
-            let enabled = fields::opt_bool(item, "enabled")?
-                .ok_or_else(|| EmulatorError::validation("capabilities[].enabled is required"))?;
-            Ok((name, kind, enabled))
-        })
-        .collect()
+    fields::items("capabilities", &items, |item| {
+        let name = fields::item_str("capabilities", item, "name")?;
+        let kind = policy_fields::required_enum(item, "type", &["tool", "prompt", "resource"])
+            .map_err(|e| EmulatorError::validation(format!("capabilities[].{e}")))?;
+        let enabled = fields::item_bool("capabilities", item, "enabled")?;
+        Ok((name, kind, enabled))
+    })
 }
 
 /// The error for a capability the integration has not discovered.
@@ -168,11 +160,8 @@ pub async fn discover(
         ("resources", "resource"),
     ] {
         for item in fields::opt_array(&body, field)?.unwrap_or_default() {
-            let item = item.as_object().ok_or_else(|| {
-                EmulatorError::validation(format!("{field} items must be objects"))
-            })?;
-            let name = fields::req_str(item, "name")
-                .map_err(|_| EmulatorError::validation(format!("{field}[].name is required")))?;
+            let item = fields::array_item(field, &item)?;
+            let name = fields::item_str(field, item, "name")?;
             discovered.push((
                 name,
                 kind,

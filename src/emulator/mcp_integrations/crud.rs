@@ -105,22 +105,21 @@ pub(super) async fn list(
         return Err(EmulatorError::validation("page_size must be 1 to 1000"));
     }
     let faults = state.faults();
-    let store = lock(&state.store);
-    let matching: Vec<&McpIntegrationRecord> = store
-        .listed(&faults)
-        .into_iter()
-        .filter(|r| scope.admits(r.workspace_id.as_ref()))
-        .filter(|r| {
-            query
+    let admits = |r: &McpIntegrationRecord| {
+        scope.admits(r.workspace_id.as_ref())
+            && query
                 .get("workspace_id")
                 .is_none_or(|ws| r.enabled_for(&[ws.as_str()]))
-        })
-        .filter(|r| policy_fields::searched(&query, &r.name))
-        .collect();
-    let total = matching.len();
-    let mut body =
-        policy_fields::list_body(matching, page_size, current_page, McpIntegrationRecord::row);
-    body["has_more"] = json!((current_page + 1) * page_size < total);
+            && policy_fields::searched(&query, &r.name)
+    };
+    let mut body = lock(&state.store).list_page(
+        &faults,
+        (page_size, current_page),
+        admits,
+        McpIntegrationRecord::row,
+    );
+    let total = body["total"].as_u64().unwrap_or_default();
+    body["has_more"] = json!((((current_page + 1) * page_size) as u64) < total);
     Ok(normalise::reply(&body, faults.normalise))
 }
 
