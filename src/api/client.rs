@@ -226,7 +226,7 @@ impl Client {
         &self,
         plane: crate::api::GuardrailPlane,
     ) -> super::handles::GuardrailsOn<'_> {
-        super::handles::GuardrailsOn::new(self, plane)
+        super::handles::GuardrailsOn::on(self, plane)
     }
 
     pub fn usage_limits(&self) -> UsageLimits<'_> {
@@ -267,12 +267,12 @@ impl Client {
 
     /// Workspaces through the admin plane (every workspace; writes).
     pub fn workspaces(&self) -> super::handles::Workspaces<'_> {
-        super::handles::Workspaces::new(self, crate::api::ApiPlane::Admin)
+        super::handles::Workspaces::on(self, crate::api::ApiPlane::Admin)
     }
 
     /// Workspace reads through `plane` (the data plane shows only scope-bound workspaces).
     pub fn workspaces_on(&self, plane: crate::api::ApiPlane) -> super::handles::Workspaces<'_> {
-        super::handles::Workspaces::new(self, plane)
+        super::handles::Workspaces::on(self, plane)
     }
 
     /// SCM IAM scopes (`/iam/v1/scopes`).
@@ -300,7 +300,7 @@ impl Client {
         &self,
         plane: crate::api::GuardrailPlane,
     ) -> super::handles::GuardrailMcpServers<'_> {
-        super::handles::GuardrailMcpServers::new(self, plane)
+        super::handles::GuardrailMcpServers::on(self, plane)
     }
 
     pub fn management_url(&self) -> &str {

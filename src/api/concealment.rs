@@ -756,6 +756,14 @@ mod tests {
     }
 
     /// None of `messages` narrows `value` down: each reads as it is.
+    /// Each of `echoes`, concealed against `value` alone, reads `concealed`.
+    fn assert_concealed(value: &str, echoes: &[&str], concealed: &str) {
+        for echo in echoes {
+            let out = conceal(echo, &[value.to_string()]);
+            assert_eq!(out, concealed, "{echo}");
+        }
+    }
+
     fn assert_kept(value: &str, messages: &[&str]) {
         for message in messages {
             let shown = conceal(message, &[value.to_string()]);
@@ -868,16 +876,16 @@ mod tests {
     #[test]
     fn html_entity_echoes_are_concealed() {
         let value = "a/b&c\"d'e<f>-9xK".to_string();
-        for echo in [
+        let echoes = [
             "bad value a&#x2F;b&amp;c&quot;d&#x27;e&lt;f&gt;-9xK here",
             "bad value a&#47;b&amp;c&quot;d&#39;e&lt;f&gt;-9xK here",
             "bad value a&#X2f;b&#38;c&#34;d&apos;e&lt;f&gt;-9xK here",
             "bad value a/b&amp;c&quot;d'e&lt;f&gt;-9xK here",
-        ] {
+        ];
+        for echo in echoes {
             assert!(holds(echo, &value), "{echo}");
-            let out = conceal(echo, std::slice::from_ref(&value));
-            assert_eq!(out, "bad value <secret> here", "{echo}");
         }
+        assert_concealed(&value, &echoes, "bad value <secret> here");
         // Entities in a message that holds no value stay as they are.
         let plain = "field &quot;name&quot; is required";
         assert_eq!(conceal(plain, std::slice::from_ref(&value)), plain);
@@ -889,15 +897,16 @@ mod tests {
     #[test]
     fn a_star_masked_echo_of_a_value_is_concealed() {
         let key = "sk-abc12X7Qp4LmZr8Tw2xyz9".to_string();
-        for echo in [
-            "invalid api key sk-abc12X**************xyz9 for workspace",
-            "invalid api key sk-a****************xyz9 for workspace",
-            "invalid api key ********************xyz9 for workspace",
-            "invalid api key sk-abc12X•••••••• for workspace",
-        ] {
-            let out = conceal(echo, std::slice::from_ref(&key));
-            assert_eq!(out, "invalid api key <secret> for workspace", "{echo}");
-        }
+        assert_concealed(
+            &key,
+            &[
+                "invalid api key sk-abc12X**************xyz9 for workspace",
+                "invalid api key sk-a****************xyz9 for workspace",
+                "invalid api key ********************xyz9 for workspace",
+                "invalid api key sk-abc12X•••••••• for workspace",
+            ],
+            "invalid api key <secret> for workspace",
+        );
         // Stars with nothing of the value around them, or around text that is not the value's
         // start or end, stay.
         assert_kept(

@@ -109,11 +109,17 @@ impl TokenSource for FileToken {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn from_file_trims_the_newline() {
+    /// A file `token` holding `text`, in a directory that lives as long as the guard.
+    fn token_file(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
-        std::fs::write(&path, "abc123\n").unwrap();
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    #[tokio::test]
+    async fn from_file_trims_the_newline() {
+        let (_dir, path) = token_file("abc123\n");
         let source = StaticToken::from_file(&path).unwrap();
         assert_eq!(source.token().await.unwrap().expose(), "abc123");
         assert_eq!(format!("{source:?}"), "StaticToken(***)");
@@ -121,9 +127,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_file_token_follows_changes_in_place() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("token");
-        std::fs::write(&path, "first\n").unwrap();
+        let (_dir, path) = token_file("first\n");
         let source = FileToken::new(&path).unwrap();
         assert_eq!(source.token().await.unwrap().expose(), "first");
         // A kubelet update swaps the file; a different size is enough to notice even within
@@ -140,9 +144,7 @@ mod tests {
 
     #[test]
     fn empty_file_is_rejected() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("token");
-        std::fs::write(&path, "\n").unwrap();
+        let (dir, path) = token_file("\n");
         assert!(StaticToken::from_file(&path).is_err());
         assert!(StaticToken::from_file(dir.path().join("missing")).is_err());
     }

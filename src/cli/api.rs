@@ -15,8 +15,9 @@ use serde::de::DeserializeOwned;
 
 use super::api_mcp::GuardrailMcp;
 use aigw::api::{
-    ApiError, ApiKeyKind, ApiKeysListQuery, Client, ClientConfig, DeploymentListQuery, Includable,
-    RateLimitsListQuery, RotateApiKeyRequest, SecretString, StaticToken, UsageLimitsListQuery,
+    ApiError, ApiKeyKind, ApiKeysListQuery, Client, ClientConfig, DeploymentListQuery, Endpoint,
+    Includable, LimitsPolicy, PolicyKind, PolicyListQuery, RotateApiKeyRequest, SecretString,
+    StaticToken,
 };
 
 #[derive(Args)]
@@ -66,7 +67,7 @@ enum ApiCommand {
     Guardrails(GuardrailsCommand),
     /// Rate limits policies.
     #[command(subcommand)]
-    RateLimits(RateLimitsCommand),
+    RateLimits(PolicyCommand),
     /// Usage-limits policies (budgets) and the usage they counted.
     #[command(subcommand)]
     UsageLimits(UsageLimitsCommand),
@@ -245,38 +246,28 @@ enum GuardrailsCommand {
     },
 }
 
+/// The calls rate-limits and usage-limits policies take alike.
 #[derive(Subcommand)]
-enum RateLimitsCommand {
+enum PolicyCommand {
     /// List every active policy (all pages).
     List {
         #[arg(long)]
         workspace_id: Option<String>,
     },
-    /// Retrieve a policy.
+    /// Retrieve a policy (a usage-limits policy with its usage).
     Get { id: String },
     /// Create a policy.
     Create(BodyArg),
-    /// Update a policy's name, unit, value or conditions.
+    /// Update a policy's name, conditions or limit (a usage-limits update never resets usage).
     Update(IdBody),
-    /// Delete a policy.
+    /// Archive a policy.
     Delete { id: String },
 }
 
 #[derive(Subcommand)]
 enum UsageLimitsCommand {
-    /// List every active policy (all pages).
-    List {
-        #[arg(long)]
-        workspace_id: Option<String>,
-    },
-    /// Retrieve a policy with its usage.
-    Get { id: String },
-    /// Create a policy.
-    Create(BodyArg),
-    /// Update a policy's name, limits, periodic reset or conditions (never resets usage).
-    Update(IdBody),
-    /// Archive a policy.
-    Delete { id: String },
+    #[command(flatten)]
+    Policy(PolicyCommand),
     /// List the values of the grouping key that have usage (all pages).
     Entities { id: String },
     /// Reset one value's usage to zero.
@@ -375,7 +366,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
             };
             print(&client.guardrails_on(plane).get(&guardrail).await?)
         }
-        ApiCommand::RateLimits(cmd) => rate_limits(&client, cmd).await,
+        ApiCommand::RateLimits(cmd) => policies(client.rate_limits(), cmd).await,
         ApiCommand::UsageLimits(cmd) => usage_limits(&client, cmd).await,
         ApiCommand::ApiKeys(cmd) => api_keys(&client, cmd).await,
         ApiCommand::Integrations(cmd) => super::api_access::integrations(&client, cmd).await,
@@ -494,41 +485,33 @@ async fn configs(client: &Client, cmd: ConfigsCommand) -> anyhow::Result<()> {
     }
 }
 
-async fn rate_limits(client: &Client, cmd: RateLimitsCommand) -> anyhow::Result<()> {
-    let api = client.rate_limits();
+/// The calls of either policy collection (`L` says which).
+async fn policies<L>(api: Endpoint<'_, LimitsPolicy<L>>, cmd: PolicyCommand) -> anyhow::Result<()>
+where
+    L: PolicyKind + Serialize,
+    L::Filters: Default,
+    L::Create: DeserializeOwned,
+    L::Update: DeserializeOwned,
+{
     match cmd {
-        RateLimitsCommand::List { workspace_id } => {
-            let query = RateLimitsListQuery {
+        PolicyCommand::List { workspace_id } => {
+            let query = PolicyListQuery {
                 workspace_id,
                 ..Default::default()
             };
             print(&api.list(&query).await?)
         }
-        RateLimitsCommand::Get { id } => print(&api.get(&id).await?),
-        RateLimitsCommand::Create(body) => print(&api.create(&body.read()?).await?),
-        RateLimitsCommand::Update(IdBody { id, body }) => {
-            done(api.update(&id, &body.read()?)).await
-        }
-        RateLimitsCommand::Delete { id } => done(api.delete(&id)).await,
+        PolicyCommand::Get { id } => print(&api.get(&id).await?),
+        PolicyCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        PolicyCommand::Update(IdBody { id, body }) => done(api.update(&id, &body.read()?)).await,
+        PolicyCommand::Delete { id } => done(api.delete(&id)).await,
     }
 }
 
 async fn usage_limits(client: &Client, cmd: UsageLimitsCommand) -> anyhow::Result<()> {
     let api = client.usage_limits();
     match cmd {
-        UsageLimitsCommand::List { workspace_id } => {
-            let query = UsageLimitsListQuery {
-                workspace_id,
-                ..Default::default()
-            };
-            print(&api.list(&query).await?)
-        }
-        UsageLimitsCommand::Get { id } => print(&api.get(&id).await?),
-        UsageLimitsCommand::Create(body) => print(&api.create(&body.read()?).await?),
-        UsageLimitsCommand::Update(IdBody { id, body }) => {
-            done(api.update(&id, &body.read()?)).await
-        }
-        UsageLimitsCommand::Delete { id } => done(api.delete(&id)).await,
+        UsageLimitsCommand::Policy(cmd) => policies(api, cmd).await,
         UsageLimitsCommand::Entities { id } => print(&api.entities(&id).await?.items),
         UsageLimitsCommand::Reset { id, entity_id } => {
             done(api.reset_entity(&id, &entity_id)).await
@@ -694,6 +677,14 @@ pub(super) fn print<T: Serialize>(value: &T) -> anyhow::Result<()> {
         true => write_stdout(&serde_json::to_string_pretty(value)?),
         false => write_stdout(&serde_json::to_string_pretty(&userinfo_hidden(&read))?),
     }
+}
+
+/// Prints `rows`, each first passed through `shown`, which hides what must not reach stdout.
+pub(super) fn print_rows<T, U: Serialize>(
+    rows: Vec<T>,
+    shown: impl FnMut(T) -> U,
+) -> anyhow::Result<()> {
+    print(&rows.into_iter().map(shown).collect::<Vec<_>>())
 }
 
 /// Waits for a call that answers nothing and prints `{}` for it.

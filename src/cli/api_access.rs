@@ -5,9 +5,9 @@
 
 use clap::Subcommand;
 
-use aigw::api::{Client, IntegrationsListQuery, ProvidersListQuery};
+use aigw::api::{Client, Integration, IntegrationsListQuery, ProvidersListQuery};
 
-use super::api::{BodyArg, IdBody, done, print};
+use super::api::{BodyArg, IdBody, done, print, print_rows};
 
 #[derive(Subcommand)]
 pub(super) enum IntegrationsCommand {
@@ -96,13 +96,10 @@ pub(super) async fn integrations(client: &Client, cmd: IntegrationsCommand) -> a
                 integration_type,
                 ..Default::default()
             };
-            let rows: Vec<_> = api
-                .list(&query)
-                .await?
-                .into_iter()
-                .map(|i| i.with_configurations_hidden())
-                .collect();
-            print(&rows)
+            print_rows(
+                api.list(&query).await?,
+                Integration::with_configurations_hidden,
+            )
         }
         IntegrationsCommand::Get { id } => print(&api.get(&id).await?.with_configurations_hidden()),
         IntegrationsCommand::Create(body) => print(&api.create(&body.read()?).await?),

@@ -6,11 +6,11 @@
 use clap::Subcommand;
 
 use aigw::api::{
-    Client, GuardrailPlane, McpServerMappingTarget, McpServersListQuery, SecretReferencesListQuery,
-    SyncMcpServerMappingsRequest,
+    Client, GuardrailPlane, McpIntegration, McpServerMappingTarget, McpServersListQuery,
+    SecretReference, SecretReferencesListQuery, SyncMcpServerMappingsRequest,
 };
 
-use super::api::{BodyArg, IdBody, done, print};
+use super::api::{BodyArg, IdBody, done, print, print_rows};
 
 #[derive(Subcommand)]
 pub(super) enum SecretReferencesCommand {
@@ -144,13 +144,10 @@ pub(super) async fn secret_references(
                 search,
                 ..Default::default()
             };
-            let rows: Vec<_> = api
-                .list(&query)
-                .await?
-                .into_iter()
-                .map(|r| r.with_auth_config_hidden())
-                .collect();
-            print(&rows)
+            print_rows(
+                api.list(&query).await?,
+                SecretReference::with_auth_config_hidden,
+            )
         }
         SecretReferencesCommand::Get { id } => {
             print(&api.get(&id).await?.with_auth_config_hidden())
@@ -169,15 +166,10 @@ pub(super) async fn mcp_integrations(
 ) -> anyhow::Result<()> {
     let api = client.mcp_integrations();
     match cmd {
-        McpIntegrationsCommand::List => {
-            let rows: Vec<_> = api
-                .list()
-                .await?
-                .into_iter()
-                .map(|i| i.with_configurations_hidden())
-                .collect();
-            print(&rows)
-        }
+        McpIntegrationsCommand::List => print_rows(
+            api.list().await?,
+            McpIntegration::with_configurations_hidden,
+        ),
         McpIntegrationsCommand::Get { id } => {
             print(&api.get(&id).await?.with_configurations_hidden())
         }

@@ -106,6 +106,16 @@ impl WindowArgs {
     }
 }
 
+/// `text` as a `T`; the error names the argument (`what`) and the one other value it takes.
+fn parse_or<T: std::str::FromStr<Err = String>>(
+    text: &str,
+    what: &str,
+    other: &str,
+) -> anyhow::Result<T> {
+    text.parse()
+        .map_err(|err: String| anyhow::anyhow!("{what}: {err} or {other}"))
+}
+
 pub(super) async fn telemetry(client: &Client, cmd: TelemetryCommand) -> anyhow::Result<()> {
     let telemetry = client.telemetry();
     match cmd {
@@ -118,9 +128,7 @@ pub(super) async fn telemetry(client: &Client, cmd: TelemetryCommand) -> anyhow:
             if dimension == "users" {
                 return print(&telemetry.users(&query).await?);
             }
-            let dimension: GroupDimension = dimension
-                .parse()
-                .map_err(|err: String| anyhow::anyhow!("dimension: {err} or users"))?;
+            let dimension: GroupDimension = parse_or(&dimension, "dimension", "users")?;
             let columns = columns
                 .iter()
                 .map(|column| column.parse::<GroupColumn>())
@@ -134,9 +142,7 @@ pub(super) async fn telemetry(client: &Client, cmd: TelemetryCommand) -> anyhow:
             if metric == "latency" {
                 return print(&telemetry.latency(&query).await?);
             }
-            let metric: CountMetric = metric
-                .parse()
-                .map_err(|err: String| anyhow::anyhow!("metric: {err} or latency"))?;
+            let metric: CountMetric = parse_or(&metric, "metric", "latency")?;
             print(&telemetry.count(metric, &query).await?)
         }
     }

@@ -1,4 +1,4 @@
-use crate::api::client::{Call, Client};
+use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateGuardrailRequest, GuardrailDetails, GuardrailList, GuardrailListQuery, GuardrailPlane,
@@ -60,17 +60,9 @@ impl Guardrails<'_> {
 }
 
 /// One guardrail's writes and full reads, on the workspace or the organisation plane.
-#[derive(Debug, Clone, Copy)]
-pub struct GuardrailsOn<'c> {
-    client: &'c Client,
-    plane: GuardrailPlane,
-}
+pub type GuardrailsOn<'c> = super::Endpoint<'c, GuardrailDetails, GuardrailPlane>;
 
-impl<'c> GuardrailsOn<'c> {
-    pub(crate) fn new(client: &'c Client, plane: GuardrailPlane) -> Self {
-        Self { client, plane }
-    }
-
+impl GuardrailsOn<'_> {
     /// By UUID or slug. A missing guardrail answers 403 (FACTS §6), which reads as not found.
     pub async fn get(&self, key: &str) -> Result<GuardrailDetails, ApiError> {
         let call = super::on(Verb::Get, routes(self.plane).1, "guardrailId", key)?;

@@ -289,17 +289,9 @@ impl McpServers<'_> {
 }
 
 /// The MCP servers a guardrail applies to (`…/guardrails/{id}/mcp-servers`), on `plane`.
-#[derive(Debug, Clone, Copy)]
-pub struct GuardrailMcpServers<'c> {
-    client: &'c Client,
-    plane: GuardrailPlane,
-}
+pub type GuardrailMcpServers<'c> = super::Endpoint<'c, McpServerMapping, GuardrailPlane>;
 
-impl<'c> GuardrailMcpServers<'c> {
-    pub(crate) fn new(client: &'c Client, plane: GuardrailPlane) -> Self {
-        Self { client, plane }
-    }
-
+impl GuardrailMcpServers<'_> {
     fn routes(&self) -> (&'static str, &'static str) {
         match self.plane {
             GuardrailPlane::Workspace => (GUARDRAIL_MCP_SERVERS, GUARDRAIL_MCP_SERVER),

@@ -45,34 +45,45 @@ use super::routes::{Route, Verb};
 
 /// A handle on one resource's calls, borrowing the client: `K` is the resource's read model,
 /// which only names it (`Endpoint<'c, Deployment>` is [`Deployments`]). Each resource's module
-/// adds the calls of its own `Endpoint`.
-pub struct Endpoint<'c, K> {
+/// adds the calls of its own `Endpoint`. A resource the API serves on more than one plane (its
+/// routes differ per plane) has its handle hold the plane it calls, `P`.
+pub struct Endpoint<'c, K, P = ()> {
     client: &'c Client,
+    plane: P,
     resource: PhantomData<fn() -> K>,
 }
 
 impl<'c, K> Endpoint<'c, K> {
     pub(crate) fn new(client: &'c Client) -> Self {
+        Self::on(client, ())
+    }
+}
+
+impl<'c, K, P> Endpoint<'c, K, P> {
+    /// A handle calling `plane`.
+    pub(crate) fn on(client: &'c Client, plane: P) -> Self {
         Self {
             client,
+            plane,
             resource: PhantomData,
         }
     }
 }
 
 // By hand: the derives would ask `K`, a name only, to be `Clone` and `Debug` too.
-impl<K> Clone for Endpoint<'_, K> {
+impl<K, P: Copy> Clone for Endpoint<'_, K, P> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<K> Copy for Endpoint<'_, K> {}
+impl<K, P: Copy> Copy for Endpoint<'_, K, P> {}
 
-impl<K> std::fmt::Debug for Endpoint<'_, K> {
+impl<K, P: std::fmt::Debug> std::fmt::Debug for Endpoint<'_, K, P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct(std::any::type_name::<Self>())
             .field("client", self.client)
+            .field("plane", &self.plane)
             .finish()
     }
 }

@@ -1,4 +1,4 @@
-use crate::api::client::{Call, Client};
+use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     ApiPlane, CreateWorkspaceRequest, IamScope, IamScopeList, IamScopeWrite, ListQuery, Listing,
@@ -14,17 +14,9 @@ use super::collection::{DeletedByKey, ReadByKey, Remote};
 /// Workspaces (`/workspaces`), addressed by UUID or slug: reads on either plane, writes on the
 /// admin plane. Creating one is three calls: [`IamScopes::create`], [`Workspaces::create`],
 /// then [`IamScopes::replace`] with [`IamScopeWrite::binding`].
-#[derive(Debug, Clone, Copy)]
-pub struct Workspaces<'c> {
-    client: &'c Client,
-    plane: ApiPlane,
-}
+pub type Workspaces<'c> = super::Endpoint<'c, Workspace, ApiPlane>;
 
-impl<'c> Workspaces<'c> {
-    pub(crate) fn new(client: &'c Client, plane: ApiPlane) -> Self {
-        Self { client, plane }
-    }
-
+impl Workspaces<'_> {
     fn routes(&self) -> (&'static str, &'static str) {
         match self.plane {
             ApiPlane::Data => (DATA_WORKSPACES, DATA_WORKSPACE),

@@ -425,31 +425,39 @@ mod tests {
         assert!(query.check().is_err());
     }
 
+    /// A status-code group list as the API sends it, a row per `(status_code, requests)`.
+    fn status_groups(rows: &[(u16, u64)]) -> GroupList {
+        let data: Vec<_> = rows
+            .iter()
+            .map(|(code, requests)| {
+                serde_json::json!({"status_code": code, "requests": requests, "object": "analytics-group"})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "object": "list", "is_quota_exceeded": false, "total": rows.len(), "data": data}))
+        .expect("groups")
+    }
+
+    /// A latency chart without records: its `total`, `p50`, `p90` and `p99` (`null` for none).
+    fn latency_chart([total, p50, p90, p99]: [Option<f64>; 4]) -> LatencyChart {
+        serde_json::from_value(serde_json::json!({
+            "records": [], "total": total, "p50": p50, "p90": p90, "p99": p99,
+            "isQuotaExceeded": false}))
+        .expect("latency")
+    }
+
     #[test]
     fn cohort_figures_count_5xx_as_errors_and_an_empty_cohort_as_none() {
-        let statuses: GroupList = serde_json::from_value(serde_json::json!({
-            "object": "list", "is_quota_exceeded": false, "total": 3, "data": [
-                {"status_code": 200, "requests": 14, "object": "analytics-group"},
-                {"status_code": 503, "requests": 5, "object": "analytics-group"},
-                {"status_code": 429, "requests": 1, "object": "analytics-group"}]}))
-        .expect("groups");
-        let latency: LatencyChart = serde_json::from_value(serde_json::json!({
-            "records": [], "total": 12.0, "p50": 10.0, "p90": 30.0, "p99": 31.0,
-            "isQuotaExceeded": false}))
-        .expect("latency");
+        let statuses = status_groups(&[(200, 14), (503, 5), (429, 1)]);
+        let latency = latency_chart([Some(12.0), Some(10.0), Some(30.0), Some(31.0)]);
         let figures = CohortFigures::from_reads(&statuses, &latency);
         assert_eq!((figures.requests, figures.server_errors), (20, 5));
         // 429 counts as an error (issue 31, F8): 6 of 20.
         assert_eq!((figures.errors, figures.client_errors), (6, 0));
         assert_eq!(figures.error_rate, Some(0.3));
         assert_eq!(figures.p90_ms, Some(30.0));
-        let empty: GroupList = serde_json::from_value(serde_json::json!({
-            "object": "list", "is_quota_exceeded": false, "total": 0, "data": []}))
-        .expect("groups");
-        let nulls: LatencyChart = serde_json::from_value(serde_json::json!({
-            "records": [], "total": null, "p50": null, "p90": null, "p99": null,
-            "isQuotaExceeded": false}))
-        .expect("latency");
+        let empty = status_groups(&[]);
+        let nulls = latency_chart([None; 4]);
         let figures = CohortFigures::from_reads(&empty, &nulls);
         assert_eq!(
             (figures.requests, figures.error_rate, figures.p90_ms),
@@ -459,17 +467,8 @@ mod tests {
 
     #[test]
     fn client_errors_other_than_429_are_not_judged() {
-        let statuses: GroupList = serde_json::from_value(serde_json::json!({
-            "object": "list", "is_quota_exceeded": false, "total": 4, "data": [
-                {"status_code": 200, "requests": 10, "object": "analytics-group"},
-                {"status_code": 400, "requests": 70, "object": "analytics-group"},
-                {"status_code": 401, "requests": 10, "object": "analytics-group"},
-                {"status_code": 502, "requests": 10, "object": "analytics-group"}]}))
-        .expect("groups");
-        let latency: LatencyChart = serde_json::from_value(serde_json::json!({
-            "records": [], "total": 1.0, "p50": 1.0, "p90": 1.0, "p99": 1.0,
-            "isQuotaExceeded": false}))
-        .expect("latency");
+        let statuses = status_groups(&[(200, 10), (400, 70), (401, 10), (502, 10)]);
+        let latency = latency_chart([Some(1.0); 4]);
         let figures = CohortFigures::from_reads(&statuses, &latency);
         // 80 bad requests of the caller's would have diluted 10 5xx to 0.1: judged on the 20
         // others, the rate is 0.5.
@@ -478,10 +477,7 @@ mod tests {
             (100, 80, 10)
         );
         assert_eq!(figures.error_rate, Some(0.5));
-        let only_4xx: GroupList = serde_json::from_value(serde_json::json!({
-            "object": "list", "is_quota_exceeded": false, "total": 1, "data": [
-                {"status_code": 404, "requests": 5, "object": "analytics-group"}]}))
-        .expect("groups");
+        let only_4xx = status_groups(&[(404, 5)]);
         let figures = CohortFigures::from_reads(&only_4xx, &latency);
         assert_eq!((figures.requests, figures.error_rate), (5, None));
     }
