@@ -46,10 +46,10 @@ integration: cluster
 
 ## test: everything CI runs: fmt, clippy, unit and integration tests (the docs book built and its
 ## links checked among them), and two short chaos rounds (one leader; three shards)
+## The CRD check runs on the target/debug/aigw that `cargo test --no-run` built: `make image-check`'s
+## `cargo build` would build most crates again (the dev-dependencies turn on features it does not).
 test: lint
 	$(CARGO) test --no-run
-	# `cargo test` has just built target/debug/aigw (with the dev-dependencies' features, which
-	# `cargo build` would not unify: a second build of most crates); check that binary.
 	bash hack/image.sh check-crds target/debug/aigw
 	$(MAKE) cluster
 	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
