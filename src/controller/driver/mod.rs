@@ -310,7 +310,12 @@ pub fn error_policy<K: Managed>(object: Arc<K>, error: &Halt, ctx: Arc<Context>)
         return Action::await_change();
     }
     let delay = ctx.backoff.next_delay(&key, error.retry_after());
-    if matches!(error, Halt::Wait(Wait::Conflict(_))) {
+    // A lost status race, or caches that have not listed yet (every object of a replica that
+    // just started or took a share asks once): waits, not failures, and not one warning each.
+    if matches!(
+        error,
+        Halt::Wait(Wait::Conflict(_) | Wait::CachesNotReady(_))
+    ) {
         debug!(kind = K::KIND, object = %key, retry_in = ?delay, "{error}");
     } else {
         let error = ctx.scrub(&key, &error.to_string());
