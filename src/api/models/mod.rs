@@ -46,7 +46,7 @@ pub use guardrail::*;
 pub use integration::*;
 pub use mcp::*;
 pub use output::*;
-pub use policy::{LimitsPolicy, PolicyListQuery};
+pub use policy::{Condition, GroupBy, LimitsPolicy, OneOrMany, PolicyListQuery, PolicyStatus};
 pub use provider::*;
 pub use query::{ListQuery, WorkspaceListQuery};
 pub use rate_limits::*;
