@@ -235,7 +235,7 @@ impl Client {
 
     /// Service or user API keys (`/ai_gw/v2/api-keys/{service|user}`).
     pub fn api_keys(&self, kind: crate::api::ApiKeyKind) -> ApiKeys<'_> {
-        ApiKeys::new(self, kind)
+        ApiKeys::on(self, kind)
     }
 
     /// The organisation's integrations (`/ai_gw/admin/v2/integrations`).

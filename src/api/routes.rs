@@ -124,6 +124,14 @@ pub(crate) const ORG_GUARDRAIL_MCP_SERVER: &str =
 pub(crate) const RESPONSE: &str = "/responses/{response_id}";
 pub(crate) const VECTOR_STORE_FILE: &str = "/vector_stores/{vector_store_id}/files/{file_id}";
 
+/// The names of the `{…}` placeholders of `template`, in order.
+pub(crate) fn placeholders(template: &str) -> impl Iterator<Item = &str> {
+    template
+        .split('{')
+        .skip(1)
+        .filter_map(|rest| rest.split_once('}').map(|(name, _)| name))
+}
+
 impl Route {
     /// Fills the `{…}` placeholders of `template` with `params`, in order, percent-encoded.
     pub fn new(verb: Verb, plane: Plane, template: &'static str, params: &[&str]) -> Self {
@@ -186,5 +194,12 @@ mod tests {
         assert_eq!(r.path, "/ai_gw/v2/configs/pc-1/versions");
         let r = Route::mgmt(Verb::Get, CONFIG, &[".."]);
         assert_eq!(r.path, "/ai_gw/v2/configs/%2E%2E");
+    }
+
+    #[test]
+    fn names_placeholders_in_order() {
+        let names: Vec<&str> = placeholders(GUARDRAIL_MCP_SERVER).collect();
+        assert_eq!(names, ["guardrailId", "mcpServerId"]);
+        assert_eq!(placeholders(CONFIGS).count(), 0);
     }
 }

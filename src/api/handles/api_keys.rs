@@ -1,4 +1,4 @@
-use crate::api::client::{Call, Client};
+use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     ApiKey, ApiKeyCreated, ApiKeyKind, ApiKeyRotated, ApiKeysListQuery, CreateApiKeyRequest,
@@ -9,13 +9,9 @@ use crate::api::routes::{
     USER_API_KEY_ROTATE, USER_API_KEYS, Verb,
 };
 
-/// Service or user API keys (`/ai_gw/v2/api-keys/service`, `…/user`). The key value is
-/// one-time: only [`Self::create`] and [`Self::rotate`] return it.
-#[derive(Debug, Clone, Copy)]
-pub struct ApiKeys<'c> {
-    client: &'c Client,
-    kind: ApiKeyKind,
-}
+/// Service or user API keys (`/ai_gw/v2/api-keys/service`, `…/user`), of the kind the handle
+/// holds. The key value is one-time: only [`ApiKeys::create`] and [`ApiKeys::rotate`] return it.
+pub type ApiKeys<'c> = super::Endpoint<'c, ApiKey, ApiKeyKind>;
 
 /// The collection, item and rotate routes of one kind.
 struct KindRoutes {
@@ -24,13 +20,9 @@ struct KindRoutes {
     rotate: &'static str,
 }
 
-impl<'c> ApiKeys<'c> {
-    pub(crate) fn new(client: &'c Client, kind: ApiKeyKind) -> Self {
-        Self { client, kind }
-    }
-
+impl ApiKeys<'_> {
     fn routes(&self) -> KindRoutes {
-        match self.kind {
+        match self.plane {
             ApiKeyKind::Service => KindRoutes {
                 collection: SERVICE_API_KEYS,
                 item: SERVICE_API_KEY,
@@ -64,7 +56,7 @@ impl<'c> ApiKeys<'c> {
 
     /// The key with its value masked.
     pub async fn get(&self, id: &str) -> Result<ApiKey, ApiError> {
-        let call = super::on(Verb::Get, self.routes().item, "keyId", id)?.sensitive();
+        let call = super::on(Verb::Get, self.routes().item, id)?.sensitive();
         self.client.json(call).await
     }
 
@@ -72,7 +64,7 @@ impl<'c> ApiKeys<'c> {
     /// anything else. Not retried when the answer is lost (`outcome_unknown()`): the key may
     /// exist without anyone holding its value.
     pub async fn create(&self, req: &CreateApiKeyRequest) -> Result<ApiKeyCreated, ApiError> {
-        req.validate_for(self.kind)?;
+        req.validate_for(self.plane)?;
         let call = Call::new(Route::mgmt(Verb::Post, self.routes().collection, &[]))
             .json(req)?
             .sensitive();
@@ -81,13 +73,13 @@ impl<'c> ApiKeys<'c> {
 
     /// `type`, `workspace_id`, `user_id` and `organisation_id` cannot change; recreate the key.
     pub async fn update(&self, id: &str, req: &UpdateApiKeyRequest) -> Result<(), ApiError> {
-        let call = super::send(Verb::Put, self.routes().item, "keyId", id, req)?;
+        let call = super::send(Verb::Put, self.routes().item, id, req)?;
         self.client.empty(call).await
     }
 
     /// Deletes the key for good; every value of it stops working.
     pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
-        let call = super::on(Verb::Delete, self.routes().item, "keyId", id)?;
+        let call = super::on(Verb::Delete, self.routes().item, id)?;
         self.client.empty(call).await
     }
 
@@ -100,9 +92,8 @@ impl<'c> ApiKeys<'c> {
         id: &str,
         req: &RotateApiKeyRequest,
     ) -> Result<ApiKeyRotated, ApiError> {
-        super::require("keyId", id)?;
+        let mut call = super::on(Verb::Post, self.routes().rotate, id)?.sensitive();
         req.validate()?;
-        let mut call = Call::new(Route::mgmt(Verb::Post, self.routes().rotate, &[id])).sensitive();
         if req.key_transition_period_ms.is_some() {
             call = call.json(req)?;
         }

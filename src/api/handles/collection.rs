@@ -16,10 +16,9 @@ use crate::api::routes::Verb;
 pub trait Remote: DeserializeOwned {
     /// The collection route: list, create.
     const COLLECTION: &'static str;
-    /// The item route: get, update, delete.
+    /// The item route: get, update, delete. Its one placeholder names the key (an empty key is
+    /// refused by that name).
     const ITEM: &'static str;
-    /// The item route's key, as an empty one is refused.
-    const KEY: &'static str;
     /// A read's answer carries credentials: it never reaches an error.
     const SECRET_READS: bool = false;
     /// A create's or update's answer carries credentials (their bodies may echo them).
@@ -85,7 +84,7 @@ impl<T: Receipt> AnswerBody for T {
 impl<K: ReadByKey> Endpoint<'_, K> {
     /// The object `key` (UUID or slug) names.
     pub async fn get(&self, key: &str) -> Result<K, ApiError> {
-        let call = super::on(Verb::Get, K::ITEM, K::KEY, key)?
+        let call = super::on(Verb::Get, K::ITEM, key)?
             .query(K::read_query())
             .sensitive_if(K::SECRET_READS);
         self.client.json(call).await
@@ -114,8 +113,7 @@ impl<K: Written> Endpoint<'_, K> {
 
     /// Sends `req` to the object `key` names; what cannot change is the kind's to say.
     pub async fn update(&self, key: &str, req: &K::Update) -> Result<K::Updated, ApiError> {
-        let call =
-            super::send(Verb::Put, K::ITEM, K::KEY, key, req)?.sensitive_if(K::SECRET_WRITES);
+        let call = super::send(Verb::Put, K::ITEM, key, req)?.sensitive_if(K::SECRET_WRITES);
         self.client.answer(call).await
     }
 }
@@ -123,7 +121,7 @@ impl<K: Written> Endpoint<'_, K> {
 impl<K: DeletedByKey> Endpoint<'_, K> {
     /// Deletes (or archives, see [`Archives`]) the object `key` names.
     pub async fn delete(&self, key: &str) -> Result<(), ApiError> {
-        let call = super::on(Verb::Delete, K::ITEM, K::KEY, key)?;
+        let call = super::on(Verb::Delete, K::ITEM, key)?;
         self.client.empty(call).await
     }
 }
@@ -131,8 +129,7 @@ impl<K: DeletedByKey> Endpoint<'_, K> {
 impl<K: Archives> Endpoint<'_, K> {
     /// The object `key` names in `status`: an archived one too.
     pub async fn get_with_status(&self, key: &str, status: PolicyStatus) -> Result<K, ApiError> {
-        let call =
-            super::on(Verb::Get, K::ITEM, K::KEY, key)?.query(vec![("status", enum_str(&status))]);
+        let call = super::on(Verb::Get, K::ITEM, key)?.query(vec![("status", enum_str(&status))]);
         self.client.json(call).await
     }
 }

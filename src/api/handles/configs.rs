@@ -8,12 +8,9 @@ use crate::api::routes::{CONFIG, CONFIG_VERSIONS, CONFIGS, Route, Verb};
 
 use super::collection::{DeletedByKey, ReadByKey, Receipt, Remote, Written};
 
-/// `GET /configs`, of one workspace when `workspace_id` is set.
-fn list_call(workspace_id: Option<&str>) -> Call {
-    let query = workspace_id
-        .map(|ws| vec![("workspace_id", ws.to_owned())])
-        .unwrap_or_default();
-    Call::new(Route::mgmt(Verb::Get, CONFIGS, &[])).query(query)
+/// The query of `GET /configs`: one workspace's configs when `workspace_id` is set.
+fn list_query(workspace_id: Option<&str>) -> Vec<(&'static str, String)> {
+    super::optional_query("workspace_id", workspace_id)
 }
 
 /// Configs (`/ai_gw/v2/configs`). Paths take the slug; the config UUID works too. An update
@@ -24,7 +21,6 @@ pub type Configs<'c> = super::Endpoint<'c, ConfigDetail>;
 impl Remote for ConfigDetail {
     const COLLECTION: &'static str = CONFIGS;
     const ITEM: &'static str = CONFIG;
-    const KEY: &'static str = "slug";
 }
 
 impl ReadByKey for ConfigDetail {}
@@ -52,8 +48,7 @@ impl Configs<'_> {
         &self,
         workspace_id: Option<&str>,
     ) -> Result<Listing<ConfigSummary>, ApiError> {
-        let page: ListPage<ConfigSummary> = self.client.json(list_call(workspace_id)).await?;
-        Ok(Listing::from_page(page))
+        super::unpaged(self.client, CONFIGS, list_query(workspace_id)).await
     }
 
     /// Like [`Self::listing`], keeping of each row only its identity and timestamps, decoded
@@ -62,13 +57,13 @@ impl Configs<'_> {
         &self,
         workspace_id: Option<&str>,
     ) -> Result<Listing<ConfigStamp>, ApiError> {
-        let page: StreamedPage<ConfigStamp> =
-            self.client.json_streamed(list_call(workspace_id)).await?;
+        let call = Call::new(Route::mgmt(Verb::Get, CONFIGS, &[])).query(list_query(workspace_id));
+        let page: StreamedPage<ConfigStamp> = self.client.json_streamed(call).await?;
         Ok(page.into())
     }
 
     pub async fn versions(&self, slug: &str) -> Result<Vec<ConfigVersion>, ApiError> {
-        let call = super::on(Verb::Get, CONFIG_VERSIONS, "slug", slug)?;
+        let call = super::on(Verb::Get, CONFIG_VERSIONS, slug)?;
         let page: ListPage<ConfigVersion> = self.client.json(call).await?;
         Ok(page.data)
     }

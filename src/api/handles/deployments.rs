@@ -1,10 +1,9 @@
-use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateDeploymentRequest, Deployment, DeploymentCreated, DeploymentListQuery, DeploymentSummary,
-    DeploymentUpdated, ListPage, Listing, UpdateDeploymentRequest,
+    DeploymentUpdated, Listing, UpdateDeploymentRequest,
 };
-use crate::api::routes::{DEPLOYMENT, DEPLOYMENTS, Route, Verb};
+use crate::api::routes::{DEPLOYMENT, DEPLOYMENTS};
 
 use super::collection::{DeletedByKey, ReadByKey, Receipt, Remote, Written};
 
@@ -17,7 +16,6 @@ pub type Deployments<'c> = super::Endpoint<'c, Deployment>;
 impl Remote for Deployment {
     const COLLECTION: &'static str = DEPLOYMENTS;
     const ITEM: &'static str = DEPLOYMENT;
-    const KEY: &'static str = "deploymentId";
     const SECRET_READS: bool = true;
     const SECRET_WRITES: bool = true;
 }
@@ -49,8 +47,6 @@ impl Deployments<'_> {
         &self,
         query: &DeploymentListQuery,
     ) -> Result<Listing<DeploymentSummary>, ApiError> {
-        let call = Call::new(Route::mgmt(Verb::Get, DEPLOYMENTS, &[])).query(query.to_pairs());
-        let page: ListPage<DeploymentSummary> = self.client.json(call).await?;
-        Ok(Listing::from_page(page))
+        super::unpaged(self.client, DEPLOYMENTS, query.to_pairs()).await
     }
 }

@@ -5,14 +5,35 @@ use crate::api::models::{
     GuardrailSummary, GuardrailWritten, UpdateGuardrailRequest, Validate,
 };
 use crate::api::routes::{
-    GUARDRAILS, ORG_GUARDRAIL, Route, Verb, WORKSPACE_GUARDRAIL, WORKSPACE_GUARDRAILS,
+    GUARDRAIL_MCP_SERVER, GUARDRAIL_MCP_SERVERS, GUARDRAILS, ORG_GUARDRAIL,
+    ORG_GUARDRAIL_MCP_SERVER, ORG_GUARDRAIL_MCP_SERVERS, Route, Verb, WORKSPACE_GUARDRAIL,
+    WORKSPACE_GUARDRAILS,
 };
 
-/// The collection and item routes of `plane`.
-fn routes(plane: GuardrailPlane) -> (&'static str, &'static str) {
+/// The guardrail routes of one plane.
+pub(super) struct PlaneRoutes {
+    pub collection: &'static str,
+    pub item: &'static str,
+    /// The MCP servers a guardrail applies to, and one of them.
+    pub mcp_servers: &'static str,
+    pub mcp_server: &'static str,
+}
+
+/// The guardrail routes of `plane`.
+pub(super) fn routes(plane: GuardrailPlane) -> PlaneRoutes {
     match plane {
-        GuardrailPlane::Workspace => (WORKSPACE_GUARDRAILS, WORKSPACE_GUARDRAIL),
-        GuardrailPlane::Organisation => (GUARDRAILS, ORG_GUARDRAIL),
+        GuardrailPlane::Workspace => PlaneRoutes {
+            collection: WORKSPACE_GUARDRAILS,
+            item: WORKSPACE_GUARDRAIL,
+            mcp_servers: GUARDRAIL_MCP_SERVERS,
+            mcp_server: GUARDRAIL_MCP_SERVER,
+        },
+        GuardrailPlane::Organisation => PlaneRoutes {
+            collection: GUARDRAILS,
+            item: ORG_GUARDRAIL,
+            mcp_servers: ORG_GUARDRAIL_MCP_SERVERS,
+            mcp_server: ORG_GUARDRAIL_MCP_SERVER,
+        },
     }
 }
 
@@ -65,13 +86,13 @@ pub type GuardrailsOn<'c> = super::Endpoint<'c, GuardrailDetails, GuardrailPlane
 impl GuardrailsOn<'_> {
     /// By UUID or slug. A missing guardrail answers 403 (FACTS §6), which reads as not found.
     pub async fn get(&self, key: &str) -> Result<GuardrailDetails, ApiError> {
-        let call = super::on(Verb::Get, routes(self.plane).1, "guardrailId", key)?;
+        let call = super::on(Verb::Get, routes(self.plane).item, key)?;
         self.client.json(call).await
     }
 
     /// Not retried when the answer is lost (`outcome_unknown()`).
     pub async fn create(&self, req: &CreateGuardrailRequest) -> Result<GuardrailWritten, ApiError> {
-        let call = super::post(routes(self.plane).0, req)?;
+        let call = super::post(routes(self.plane).collection, req)?;
         self.client.json(call).await
     }
 
@@ -81,12 +102,12 @@ impl GuardrailsOn<'_> {
         key: &str,
         req: &UpdateGuardrailRequest,
     ) -> Result<GuardrailWritten, ApiError> {
-        let call = super::send(Verb::Put, routes(self.plane).1, "guardrailId", key, req)?;
+        let call = super::send(Verb::Put, routes(self.plane).item, key, req)?;
         self.client.json(call).await
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), ApiError> {
-        let call = super::on(Verb::Delete, routes(self.plane).1, "guardrailId", key)?;
+        let call = super::on(Verb::Delete, routes(self.plane).item, key)?;
         self.client.empty(call).await
     }
 
@@ -96,7 +117,7 @@ impl GuardrailsOn<'_> {
         &self,
         workspace: Option<&str>,
     ) -> Result<crate::api::Listing<GuardrailSummary>, ApiError> {
-        let (collection, _) = routes(self.plane);
+        let collection = routes(self.plane).collection;
         let mut pairs = vec![("page_size", PAGE_SIZE.to_string())];
         if let Some(ws) = workspace {
             pairs.push(("workspace_id", ws.to_string()));

@@ -1,4 +1,3 @@
-use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateIntegrationRequest, Integration, IntegrationCreated, IntegrationModels,
@@ -6,7 +5,7 @@ use crate::api::models::{
     UpdateWorkspacesRequest,
 };
 use crate::api::routes::{
-    INTEGRATION, INTEGRATION_MODELS, INTEGRATION_WORKSPACES, INTEGRATIONS, Route, Verb,
+    INTEGRATION, INTEGRATION_MODELS, INTEGRATION_WORKSPACES, INTEGRATIONS, Verb,
 };
 
 use super::collection::{Listed, ReadByKey, Remote, Written};
@@ -19,7 +18,6 @@ pub type Integrations<'c> = super::Endpoint<'c, Integration>;
 impl Remote for Integration {
     const COLLECTION: &'static str = INTEGRATIONS;
     const ITEM: &'static str = INTEGRATION;
-    const KEY: &'static str = "integrationId";
     const SECRET_WRITES: bool = true;
 }
 
@@ -43,18 +41,14 @@ impl Written for Integration {
 impl Integrations<'_> {
     /// `organisation_id`: the numeric TSG the live API takes as a query parameter, when known.
     pub async fn delete(&self, id: &str, organisation_id: Option<&str>) -> Result<(), ApiError> {
-        super::require("integrationId", id)?;
-        let query: Vec<(&str, String)> = organisation_id
-            .map(|org| ("organisation_id", org.to_string()))
-            .into_iter()
-            .collect();
-        let call = Call::new(Route::mgmt(Verb::Delete, INTEGRATION, &[id])).query(query);
+        let call = super::on(Verb::Delete, INTEGRATION, id)?
+            .query(super::optional_query("organisation_id", organisation_id));
         self.client.empty(call).await
     }
 
     /// The workspace access rows (a disabled row stays listed).
     pub async fn workspaces(&self, id: &str) -> Result<IntegrationWorkspaces, ApiError> {
-        let call = super::on(Verb::Get, INTEGRATION_WORKSPACES, "integrationId", id)?;
+        let call = super::on(Verb::Get, INTEGRATION_WORKSPACES, id)?;
         self.client.json(call).await
     }
 
@@ -64,32 +58,31 @@ impl Integrations<'_> {
         id: &str,
         req: &UpdateWorkspacesRequest,
     ) -> Result<(), ApiError> {
-        let call = super::send(Verb::Put, INTEGRATION_WORKSPACES, "integrationId", id, req)?;
+        let call = super::send(Verb::Put, INTEGRATION_WORKSPACES, id, req)?;
         self.client.empty(call).await
     }
 
     pub async fn models(&self, id: &str) -> Result<IntegrationModels, ApiError> {
-        let call = super::on(Verb::Get, INTEGRATION_MODELS, "integrationId", id)?;
+        let call = super::on(Verb::Get, INTEGRATION_MODELS, id)?;
         self.client.json(call).await
     }
 
     /// Merges per slug; a new slug must be a custom model.
     pub async fn update_models(&self, id: &str, req: &UpdateModelsRequest) -> Result<(), ApiError> {
-        let call = super::send(Verb::Put, INTEGRATION_MODELS, "integrationId", id, req)?;
+        let call = super::send(Verb::Put, INTEGRATION_MODELS, id, req)?;
         self.client.empty(call).await
     }
 
     /// Deletes custom models (built-in ones can only be disabled).
     pub async fn delete_models(&self, id: &str, slugs: &[String]) -> Result<(), ApiError> {
-        super::require("integrationId", id)?;
+        let call = super::on(Verb::Delete, INTEGRATION_MODELS, id)?;
         if slugs.is_empty() {
             return Err(ApiError::validation(
                 "slugs",
                 "must name at least one model",
             ));
         }
-        let call = Call::new(Route::mgmt(Verb::Delete, INTEGRATION_MODELS, &[id]))
-            .query(vec![("slugs", slugs.join(","))]);
+        let call = call.query(vec![("slugs", slugs.join(","))]);
         self.client.empty(call).await
     }
 }

@@ -11,17 +11,12 @@ use crate::api::models::{
     UpdateMcpServerRequest, UpdateMcpWorkspacesRequest, UpdateUserAccessRequest,
 };
 use crate::api::routes::{
-    GUARDRAIL_MCP_SERVER, GUARDRAIL_MCP_SERVERS, MCP_INTEGRATION, MCP_INTEGRATION_CAPABILITIES,
-    MCP_INTEGRATION_METADATA, MCP_INTEGRATION_WORKSPACES, MCP_INTEGRATIONS, MCP_SERVER,
-    MCP_SERVER_CAPABILITIES, MCP_SERVER_CONNECTIONS, MCP_SERVER_TEST, MCP_SERVER_USER_ACCESS,
-    MCP_SERVERS, ORG_GUARDRAIL_MCP_SERVER, ORG_GUARDRAIL_MCP_SERVERS, Route, Verb,
+    MCP_INTEGRATION, MCP_INTEGRATION_CAPABILITIES, MCP_INTEGRATION_METADATA,
+    MCP_INTEGRATION_WORKSPACES, MCP_INTEGRATIONS, MCP_SERVER, MCP_SERVER_CAPABILITIES,
+    MCP_SERVER_CONNECTIONS, MCP_SERVER_TEST, MCP_SERVER_USER_ACCESS, MCP_SERVERS, Route, Verb,
 };
 
 use super::collection::{DeletedByKey, Listed, ReadByKey, Receipt, Remote, Written};
-
-/// What an empty integration or server key is refused as.
-const INTEGRATION_ID: &str = "mcpIntegrationId";
-const SERVER_ID: &str = "mcpServerId";
 
 /// A capabilities page query: `page` from 1, `page_size` 1..=500, `type`.
 fn capability_pairs(page: u32, kind: Option<&str>) -> Vec<(&'static str, String)> {
@@ -71,6 +66,7 @@ async fn every_page<R: MorePaged>(
     max_pages: u32,
     query: impl Fn(u32) -> Vec<(&'static str, String)>,
 ) -> Result<R, ApiError> {
+    super::require(template, &[key])?;
     let read = move |page| {
         let call = Call::new(Route::mgmt(Verb::Get, template, &[key])).query(query(page));
         client.json::<R>(call)
@@ -103,7 +99,6 @@ impl<K: McpCapable> super::Endpoint<'_, K> {
         key: &str,
         kind: Option<&str>,
     ) -> Result<McpCapabilities, ApiError> {
-        super::require(K::KEY, key)?;
         every_page(
             self.client,
             K::CAPABILITIES,
@@ -120,7 +115,7 @@ impl<K: McpCapable> super::Endpoint<'_, K> {
         key: &str,
         req: &UpdateCapabilitiesRequest,
     ) -> Result<(), ApiError> {
-        let call = super::send(Verb::Put, K::CAPABILITIES, K::KEY, key, req)?;
+        let call = super::send(Verb::Put, K::CAPABILITIES, key, req)?;
         self.client.empty(call).await
     }
 }
@@ -137,7 +132,6 @@ pub type McpIntegrations<'c> = super::Endpoint<'c, McpIntegration>;
 impl Remote for McpIntegration {
     const COLLECTION: &'static str = MCP_INTEGRATIONS;
     const ITEM: &'static str = MCP_INTEGRATION;
-    const KEY: &'static str = INTEGRATION_ID;
     const SECRET_WRITES: bool = true;
 }
 
@@ -175,7 +169,7 @@ impl McpIntegrations<'_> {
 
     /// The workspace access rows (disabled ones stay listed), in the versioned shape.
     pub async fn workspaces(&self, key: &str) -> Result<McpIntegrationWorkspaces, ApiError> {
-        let call = super::on(Verb::Get, MCP_INTEGRATION_WORKSPACES, INTEGRATION_ID, key)?
+        let call = super::on(Verb::Get, MCP_INTEGRATION_WORKSPACES, key)?
             .query(vec![("version", "2".to_owned())]);
         self.client.json(call).await
     }
@@ -186,19 +180,13 @@ impl McpIntegrations<'_> {
         key: &str,
         req: &UpdateMcpWorkspacesRequest,
     ) -> Result<(), ApiError> {
-        let call = super::send(
-            Verb::Put,
-            MCP_INTEGRATION_WORKSPACES,
-            INTEGRATION_ID,
-            key,
-            req,
-        )?;
+        let call = super::send(Verb::Put, MCP_INTEGRATION_WORKSPACES, key, req)?;
         self.client.empty(call).await
     }
 
     /// The sync metadata (`sync_status`, `sync_error`, `last_synced_at`, server identity).
     pub async fn metadata(&self, key: &str) -> Result<serde_json::Value, ApiError> {
-        let call = super::on(Verb::Get, MCP_INTEGRATION_METADATA, INTEGRATION_ID, key)?;
+        let call = super::on(Verb::Get, MCP_INTEGRATION_METADATA, key)?;
         self.client.json(call).await
     }
 }
@@ -210,7 +198,6 @@ pub type McpServers<'c> = super::Endpoint<'c, McpServer>;
 impl Remote for McpServer {
     const COLLECTION: &'static str = MCP_SERVERS;
     const ITEM: &'static str = MCP_SERVER;
-    const KEY: &'static str = SERVER_ID;
 }
 
 impl ReadByKey for McpServer {}
@@ -242,14 +229,13 @@ impl Receipt for Created {}
 impl McpServers<'_> {
     /// A connectivity test. SCM answers 403 even for an owned server.
     pub async fn test(&self, key: &str) -> Result<serde_json::Value, ApiError> {
-        let call = super::on(Verb::Post, MCP_SERVER_TEST, SERVER_ID, key)?;
+        let call = super::on(Verb::Post, MCP_SERVER_TEST, key)?;
         self.client.json(call).await
     }
 
     /// Every user-access row of server `key`, page after page (500 a page) while the API says
     /// it has more: a user past the first page is compared like any other.
     pub async fn user_access(&self, key: &str) -> Result<McpUserAccess, ApiError> {
-        super::require(SERVER_ID, key)?;
         let mut all: McpUserAccess = every_page(
             self.client,
             MCP_SERVER_USER_ACCESS,
@@ -272,18 +258,18 @@ impl McpServers<'_> {
         key: &str,
         req: &UpdateUserAccessRequest,
     ) -> Result<(), ApiError> {
-        let call = super::send(Verb::Put, MCP_SERVER_USER_ACCESS, SERVER_ID, key, req)?;
+        let call = super::send(Verb::Put, MCP_SERVER_USER_ACCESS, key, req)?;
         self.client.empty(call).await
     }
 
     pub async fn connections(&self, key: &str) -> Result<McpConnections, ApiError> {
-        let call = super::on(Verb::Get, MCP_SERVER_CONNECTIONS, SERVER_ID, key)?;
+        let call = super::on(Verb::Get, MCP_SERVER_CONNECTIONS, key)?;
         self.client.json(call).await
     }
 
     /// Ends users' connections. SCM answers 403.
     pub async fn delete_connections(&self, key: &str) -> Result<(), ApiError> {
-        let call = super::on(Verb::Delete, MCP_SERVER_CONNECTIONS, SERVER_ID, key)?;
+        let call = super::on(Verb::Delete, MCP_SERVER_CONNECTIONS, key)?;
         self.client.empty(call).await
     }
 }
@@ -292,16 +278,13 @@ impl McpServers<'_> {
 pub type GuardrailMcpServers<'c> = super::Endpoint<'c, McpServerMapping, GuardrailPlane>;
 
 impl GuardrailMcpServers<'_> {
-    fn routes(&self) -> (&'static str, &'static str) {
-        match self.plane {
-            GuardrailPlane::Workspace => (GUARDRAIL_MCP_SERVERS, GUARDRAIL_MCP_SERVER),
-            GuardrailPlane::Organisation => (ORG_GUARDRAIL_MCP_SERVERS, ORG_GUARDRAIL_MCP_SERVER),
-        }
+    fn routes(&self) -> super::guardrails::PlaneRoutes {
+        super::guardrails::routes(self.plane)
     }
 
     /// The guardrail's mappings (SCM's `{object, total, data}` or the spec's bare array).
     pub async fn list(&self, guardrail: &str) -> Result<Vec<McpServerMapping>, ApiError> {
-        let call = super::on(Verb::Get, self.routes().0, "guardrailId", guardrail)?;
+        let call = super::on(Verb::Get, self.routes().mcp_servers, guardrail)?;
         let page: ListPage<McpServerMapping> = self.client.json(call).await?;
         Ok(page.data)
     }
@@ -312,7 +295,7 @@ impl GuardrailMcpServers<'_> {
         guardrail: &str,
         req: &SyncMcpServerMappingsRequest,
     ) -> Result<McpServerMappingsSynced, ApiError> {
-        let call = super::send(Verb::Put, self.routes().0, "guardrailId", guardrail, req)?;
+        let call = super::send(Verb::Put, self.routes().mcp_servers, guardrail, req)?;
         self.client.json(call).await
     }
 
@@ -323,14 +306,8 @@ impl GuardrailMcpServers<'_> {
         server: &str,
         target: &McpServerMappingTarget,
     ) -> Result<McpServerMappingWritten, ApiError> {
-        super::require("guardrailId", guardrail)?;
-        super::require(SERVER_ID, server)?;
-        let call = Call::new(Route::mgmt(
-            Verb::Put,
-            self.routes().1,
-            &[guardrail, server],
-        ))
-        .json(target)?;
+        let call =
+            super::at(Verb::Put, self.routes().mcp_server, &[guardrail, server])?.json(target)?;
         self.client.json(call).await
     }
 }

@@ -45,8 +45,8 @@ use super::routes::{Route, Verb};
 
 /// A handle on one resource's calls, borrowing the client: `K` is the resource's read model,
 /// which only names it (`Endpoint<'c, Deployment>` is [`Deployments`]). Each resource's module
-/// adds the calls of its own `Endpoint`. A resource the API serves on more than one plane (its
-/// routes differ per plane) has its handle hold the plane it calls, `P`.
+/// adds the calls of its own `Endpoint`. A resource whose routes differ per plane (or, for API
+/// keys, per kind) has its handle hold the plane or kind it calls, `P`.
 pub struct Endpoint<'c, K, P = ()> {
     client: &'c Client,
     plane: P,
@@ -103,6 +103,7 @@ async fn paged<T: DeserializeOwned>(
     pairs: Vec<(&'static str, String)>,
     id_of: impl Fn(&T) -> &str,
 ) -> Result<Listing<T>, ApiError> {
+    require(template, params)?;
     let page_size: Option<u64> = pairs
         .iter()
         .find(|(k, _)| *k == "page_size")
@@ -149,26 +150,53 @@ async fn paged<T: DeserializeOwned>(
     })
 }
 
-/// Rejects an empty path identifier, which would silently address the collection instead.
-fn require(field: &str, value: &str) -> Result<(), ApiError> {
-    super::models::validate::not_blank([(field, value)])
+/// Every row of a list the API answers in one go (no paging), filtered by `pairs`, saying
+/// whether the answer held every row (`total`): such a list may be capped, and an incomplete one
+/// proves nothing about absence.
+async fn unpaged<T: DeserializeOwned, K: Into<String>>(
+    client: &Client,
+    template: &'static str,
+    pairs: Vec<(K, String)>,
+) -> Result<Listing<T>, ApiError> {
+    let call = Call::new(Route::mgmt(Verb::Get, template, &[])).query(pairs);
+    let page: ListPage<T> = client.json(call).await?;
+    Ok(Listing::from_page(page))
 }
 
-/// A call on the object `key` of the item route `template`; an empty `key` is refused as `id`.
-fn on(verb: Verb, template: &'static str, id: &str, key: &str) -> Result<Call, ApiError> {
-    require(id, key)?;
-    Ok(Call::new(Route::mgmt(verb, template, &[key])))
+/// A query of the one parameter `key`: empty when `value` is not set.
+fn optional_query(key: &'static str, value: Option<&str>) -> Vec<(&'static str, String)> {
+    value.map(|v| (key, v.to_owned())).into_iter().collect()
+}
+
+/// Refuses an empty path key, which would silently address the collection (or another route)
+/// instead: `keys` fill the placeholders of `template` in order, and an empty one is named by
+/// its placeholder (`{slug}` refuses it as `slug`).
+fn require(template: &str, keys: &[&str]) -> Result<(), ApiError> {
+    for (name, key) in super::routes::placeholders(template).zip(keys) {
+        super::models::validate::not_blank([(name, *key)])?;
+    }
+    Ok(())
+}
+
+/// A call on the route `template` with its placeholders filled by `keys` (see [`require`]).
+fn at(verb: Verb, template: &'static str, keys: &[&str]) -> Result<Call, ApiError> {
+    require(template, keys)?;
+    Ok(Call::new(Route::mgmt(verb, template, keys)))
+}
+
+/// A call on the object `key` of the item route `template`.
+fn on(verb: Verb, template: &'static str, key: &str) -> Result<Call, ApiError> {
+    at(verb, template, &[key])
 }
 
 /// Like [`on`], sending `req` once it validates (a bad key is named before a bad body).
 fn send<B: Validate + Serialize>(
     verb: Verb,
     template: &'static str,
-    id: &str,
     key: &str,
     req: &B,
 ) -> Result<Call, ApiError> {
-    let call = on(verb, template, id, key)?;
+    let call = on(verb, template, key)?;
     req.validate()?;
     call.json(req)
 }

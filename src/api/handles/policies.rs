@@ -28,8 +28,6 @@ pub type UsageLimits<'c> = super::Endpoint<'c, LimitsPolicy<UsageLimit>>;
 pub trait PolicyKind: DeserializeOwned {
     const COLLECTION: &'static str;
     const ITEM: &'static str;
-    /// The item route's key, as an empty one is refused.
-    const KEY: &'static str;
     type Filters: ListQuery;
     type Create: Validate + Serialize;
     type Update: Validate + Serialize;
@@ -43,7 +41,6 @@ pub trait PolicyKind: DeserializeOwned {
 impl PolicyKind for RateLimit {
     const COLLECTION: &'static str = RATE_LIMITS;
     const ITEM: &'static str = RATE_LIMIT;
-    const KEY: &'static str = "rateLimitsPolicyId";
     type Filters = RateLimitsFilters;
     type Create = CreateRateLimitsPolicyRequest;
     type Update = UpdateRateLimitsPolicyRequest;
@@ -52,7 +49,6 @@ impl PolicyKind for RateLimit {
 impl PolicyKind for UsageLimit {
     const COLLECTION: &'static str = USAGE_LIMITS;
     const ITEM: &'static str = USAGE_LIMIT;
-    const KEY: &'static str = "policyUsageLimitsId";
     type Filters = UsageLimitsFilters;
     type Create = CreateUsageLimitsPolicyRequest;
     type Update = UpdateUsageLimitsPolicyRequest;
@@ -65,7 +61,6 @@ impl PolicyKind for UsageLimit {
 impl<L: PolicyKind> Remote for LimitsPolicy<L> {
     const COLLECTION: &'static str = L::COLLECTION;
     const ITEM: &'static str = L::ITEM;
-    const KEY: &'static str = L::KEY;
 
     fn read_query() -> Vec<(&'static str, String)> {
         L::read_query()

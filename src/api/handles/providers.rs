@@ -1,10 +1,8 @@
-use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateProviderRequest, Provider, ProviderWritten, ProvidersListQuery, UpdateProviderRequest,
-    Validate,
 };
-use crate::api::routes::{PROVIDER, PROVIDERS, Route, Verb};
+use crate::api::routes::{PROVIDER, PROVIDERS, Verb};
 
 use super::collection::{Listed, Remote};
 
@@ -12,17 +10,14 @@ use super::collection::{Listed, Remote};
 /// parameter. Reads drop every field that may carry credentials ([`Provider`]).
 pub type Providers<'c> = super::Endpoint<'c, Provider>;
 
+/// The query naming the provider's workspace, when given.
 fn workspace_query(workspace: Option<&str>) -> Vec<(&'static str, String)> {
-    workspace
-        .map(|ws| ("workspace_id", ws.to_string()))
-        .into_iter()
-        .collect()
+    super::optional_query("workspace_id", workspace)
 }
 
 impl Remote for Provider {
     const COLLECTION: &'static str = PROVIDERS;
     const ITEM: &'static str = PROVIDER;
-    const KEY: &'static str = "providerId";
 }
 
 impl Listed for Provider {
@@ -37,7 +32,7 @@ impl Providers<'_> {
     /// The detail, its credential material withheld. The answer may carry the upstream key:
     /// it is never copied into an error.
     pub async fn get(&self, id: &str, workspace: Option<&str>) -> Result<Provider, ApiError> {
-        let call = super::on(Verb::Get, PROVIDER, "providerId", id)?
+        let call = super::on(Verb::Get, PROVIDER, id)?
             .query(workspace_query(workspace))
             .sensitive();
         self.client.json(call).await
@@ -56,18 +51,13 @@ impl Providers<'_> {
         workspace: Option<&str>,
         req: &UpdateProviderRequest,
     ) -> Result<ProviderWritten, ApiError> {
-        super::require("providerId", id)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, PROVIDER, &[id]))
-            .query(workspace_query(workspace))
-            .json(req)?;
+        let call = super::send(Verb::Put, PROVIDER, id, req)?.query(workspace_query(workspace));
         self.client.json(call).await
     }
 
     /// Deletes it for good.
     pub async fn delete(&self, id: &str, workspace: Option<&str>) -> Result<(), ApiError> {
-        let call =
-            super::on(Verb::Delete, PROVIDER, "providerId", id)?.query(workspace_query(workspace));
+        let call = super::on(Verb::Delete, PROVIDER, id)?.query(workspace_query(workspace));
         self.client.empty(call).await
     }
 }

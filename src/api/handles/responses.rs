@@ -9,7 +9,7 @@ pub type Responses<'c> = super::Endpoint<'c, Response>;
 impl Responses<'_> {
     /// `include` adds search results, input image URLs or computer-call screenshots.
     pub async fn get(&self, id: &str, include: &[Includable]) -> Result<Response, ApiError> {
-        super::require("response_id", id)?;
+        super::require(RESPONSE, &[id])?;
         let pairs = include
             .iter()
             .map(|i| ("include", i.as_str().to_owned()))

@@ -16,7 +16,6 @@ pub type SecretReferences<'c> = super::Endpoint<'c, SecretReference>;
 impl Remote for SecretReference {
     const COLLECTION: &'static str = SECRET_REFERENCES;
     const ITEM: &'static str = SECRET_REFERENCE;
-    const KEY: &'static str = "secretReferenceId";
     const SECRET_WRITES: bool = true;
 }
 

@@ -1,9 +1,8 @@
 //! The usage-limits policies' own calls: the usage per value of the grouping key, and its reset.
 
-use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{Listing, UsageEntity};
-use crate::api::routes::{Route, USAGE_LIMIT_ENTITIES, USAGE_LIMIT_ENTITY_RESET, Verb};
+use crate::api::routes::{USAGE_LIMIT_ENTITIES, USAGE_LIMIT_ENTITY_RESET, Verb};
 
 use super::policies::UsageLimits;
 
@@ -13,7 +12,6 @@ const ENTITY_PAGE: u32 = 100;
 impl UsageLimits<'_> {
     /// Every value of the policy's grouping key that has usage, all pages.
     pub async fn entities(&self, id: &str) -> Result<Listing<UsageEntity>, ApiError> {
-        super::require("policyUsageLimitsId", id)?;
         let pairs = vec![("page_size", ENTITY_PAGE.to_string())];
         super::paged(
             self.client,
@@ -27,13 +25,7 @@ impl UsageLimits<'_> {
 
     /// Brings one entity's usage back to zero.
     pub async fn reset_entity(&self, id: &str, entity: &str) -> Result<(), ApiError> {
-        super::require("policyUsageLimitsId", id)?;
-        super::require("entityId", entity)?;
-        let call = Call::new(Route::mgmt(
-            Verb::Put,
-            USAGE_LIMIT_ENTITY_RESET,
-            &[id, entity],
-        ));
+        let call = super::at(Verb::Put, USAGE_LIMIT_ENTITY_RESET, &[id, entity])?;
         self.client.empty(call).await
     }
 }

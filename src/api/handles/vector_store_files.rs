@@ -12,8 +12,7 @@ impl VectorStoreFiles<'_> {
         vector_store_id: &str,
         file_id: &str,
     ) -> Result<VectorStoreFile, ApiError> {
-        super::require("vector_store_id", vector_store_id)?;
-        super::require("file_id", file_id)?;
+        super::require(VECTOR_STORE_FILE, &[vector_store_id, file_id])?;
         let route = Route::gateway(Verb::Get, VECTOR_STORE_FILE, &[vector_store_id, file_id]);
         self.client.json(Call::new(route)).await
     }

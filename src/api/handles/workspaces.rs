@@ -2,7 +2,7 @@ use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     ApiPlane, CreateWorkspaceRequest, IamScope, IamScopeList, IamScopeWrite, ListQuery, Listing,
-    UpdateWorkspaceRequest, Validate, Workspace, WorkspaceCreated, WorkspacesListQuery,
+    UpdateWorkspaceRequest, Workspace, WorkspaceCreated, WorkspacesListQuery,
 };
 use crate::api::routes::{
     ADMIN_WORKSPACE, ADMIN_WORKSPACES, DATA_WORKSPACE, DATA_WORKSPACES, IAM_SCOPE, IAM_SCOPES,
@@ -58,7 +58,7 @@ impl Workspaces<'_> {
     /// By UUID or slug. An archived workspace answers 404; on the data plane one outside the
     /// caller's scope answers 403 `AB03`.
     pub async fn get(&self, key: &str) -> Result<Workspace, ApiError> {
-        let call = super::on(Verb::Get, self.routes().1, "workspaceRef", key)?;
+        let call = super::on(Verb::Get, self.routes().1, key)?;
         self.client.json(call).await
     }
 
@@ -72,14 +72,14 @@ impl Workspaces<'_> {
     /// Partial; the API answers `{}` (read it again to see the result).
     pub async fn update(&self, key: &str, req: &UpdateWorkspaceRequest) -> Result<(), ApiError> {
         self.admin_only()?;
-        let call = super::send(Verb::Put, ADMIN_WORKSPACE, "workspaceRef", key, req)?;
+        let call = super::send(Verb::Put, ADMIN_WORKSPACE, key, req)?;
         self.client.empty(call).await
     }
 
     /// Archives (there is no hard delete); the default workspace refuses.
     pub async fn archive(&self, key: &str) -> Result<(), ApiError> {
         self.admin_only()?;
-        let call = super::on(Verb::Delete, ADMIN_WORKSPACE, "workspaceRef", key)?;
+        let call = super::on(Verb::Delete, ADMIN_WORKSPACE, key)?;
         self.client.empty(call).await
     }
 }
@@ -90,7 +90,6 @@ pub type IamScopes<'c> = super::Endpoint<'c, IamScope>;
 impl Remote for IamScope {
     const COLLECTION: &'static str = IAM_SCOPES;
     const ITEM: &'static str = IAM_SCOPE;
-    const KEY: &'static str = "name";
 }
 
 impl ReadByKey for IamScope {}
@@ -112,12 +111,10 @@ impl IamScopes<'_> {
 
     /// A full replacement of scope `name`: `req.resources` becomes all of its resources.
     pub async fn replace(&self, name: &str, req: &IamScopeWrite) -> Result<IamScope, ApiError> {
-        super::require("name", name)?;
-        req.validate()?;
+        let call = super::send(Verb::Put, IAM_SCOPE, name, req)?;
         if req.name != name {
             return Err(ApiError::validation("name", "must be the scope's name"));
         }
-        let call = Call::new(Route::mgmt(Verb::Put, IAM_SCOPE, &[name])).json(req)?;
         self.client.json(call).await
     }
 }

@@ -1,5 +1,5 @@
-//! What rate-limits and usage-limits policies share: the read model around each kind's limit
-//! and the list filters around each kind's own.
+//! What rate-limits and usage-limits policies share: conditions, grouping keys and status, the
+//! read model around each kind's limit and the list filters around each kind's own.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -8,7 +8,39 @@ use serde_with::skip_serializing_none;
 use super::de;
 use super::deployment::enum_str;
 use super::query::{self, ListQuery};
-use super::rate_limits::{Condition, GroupBy, PolicyStatus};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyStatus {
+    Active,
+    Archived,
+}
+
+/// One value or several (`value` and `excludes` of a condition).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// Which requests the policy applies to. `key` is `api_key`, `organisation_id`, `workspace_id` or
+/// `metadata.*`. Also a request body part the operator builds field by field, so it has no
+/// catch-all for unknown fields: those of a read condition are dropped.
+#[skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Condition {
+    pub key: String,
+    pub value: OneOrMany,
+    pub excludes: Option<OneOrMany>,
+}
+
+/// A grouping key; same key set as [`Condition`]. Immutable after create. A request body part
+/// too, without a catch-all, like [`Condition`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupBy {
+    pub key: String,
+}
 
 /// A policy as reads return it: which requests it applies to, how they are grouped, where it
 /// lives and its lifecycle, around `limit`, what the kind limits and how

@@ -6,7 +6,7 @@ use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::enum_str;
-use super::policy::{LimitsPolicy, PolicyListQuery};
+use super::policy::{Condition, GroupBy, LimitsPolicy, PolicyListQuery};
 use super::query::{self, ListQuery};
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
@@ -35,39 +35,6 @@ pub enum RateLimitUnit {
 pub enum RateLimitTarget {
     Llm,
     McpTools,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PolicyStatus {
-    Active,
-    Archived,
-}
-
-/// One value or several (`value` and `excludes` of a condition).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-/// Which requests the policy applies to. `key` is `api_key`, `organisation_id`, `workspace_id` or
-/// `metadata.*`. Also a request body part the operator builds field by field, so it has no
-/// catch-all for unknown fields: those of a read condition are dropped.
-#[skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Condition {
-    pub key: String,
-    pub value: OneOrMany,
-    pub excludes: Option<OneOrMany>,
-}
-
-/// A grouping key; same key set as [`Condition`]. Immutable after create. A request body part
-/// too, without a catch-all, like [`Condition`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GroupBy {
-    pub key: String,
 }
 
 /// What a rate-limits policy counts, per what time unit and how many; `target` is what it

@@ -7,9 +7,8 @@ use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::enum_str;
-use super::policy::{LimitsPolicy, PolicyListQuery};
+use super::policy::{Condition, GroupBy, LimitsPolicy, PolicyListQuery};
 use super::query::{self, ListQuery};
-use super::rate_limits::{Condition, GroupBy};
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
