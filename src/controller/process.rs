@@ -600,14 +600,15 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
 }
 
 /// The ConfigRollouts of `namespace`: each reconciled when it changes, when an ApiKey of its
-/// namespace changes (a moved key's status shows its new config), and on election.
+/// namespace changes (a moved key's status shows its new config), when a Config it names
+/// changes (a deleted candidate rolls it back at once, not at its next step), and on election.
 async fn run_rollouts(
     ctx: Arc<Context>,
     namespace: Option<String>,
     concurrency: u16,
     slots: Slots,
 ) {
-    use crate::resources::{ApiKey, ConfigRollout};
+    use crate::resources::{ApiKey, Config, ConfigRollout};
     let ns = namespace.as_deref();
     let probe = ctx.health.register(stream_name("ConfigRollout", ns));
     let unreadable = {
@@ -644,7 +645,7 @@ async fn run_rollouts(
     let keys = ctx.relay.subscribe::<ApiKey>(namespace.clone());
     let in_play = store.clone();
     let latest = store.clone();
-    Controller::for_stream(rollouts, store)
+    let controller = Controller::for_stream(rollouts, store.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_all_on(ctx.leadership.acquired())
         .watches_shared_stream(keys, move |key: Arc<ApiKey>| {
@@ -655,19 +656,32 @@ async fn run_rollouts(
                 .filter(|r| r.metadata.namespace == namespace)
                 .map(|r| ObjectRef::from_obj(r.as_ref()))
                 .collect::<Vec<_>>()
-        })
-        .shutdown_on_signal()
-        .run(
-            taking_turns(slots, latest, config_rollout::reconcile),
-            config_rollout::error_policy,
-            ctx,
-        )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                controller_error("ConfigRollout", &e);
-            }
-        })
-        .await;
+        });
+    relay::requeue_when(
+        controller,
+        &ctx.relay,
+        ns,
+        store,
+        |rollout: &ConfigRollout, config: &Config| {
+            let spec = &rollout.spec;
+            rollout.metadata.namespace == config.metadata.namespace
+                && config.metadata.name.as_ref().is_some_and(|name| {
+                    *name == spec.stable_config_ref.name || *name == spec.candidate_config_ref.name
+                })
+        },
+    )
+    .shutdown_on_signal()
+    .run(
+        taking_turns(slots, latest, config_rollout::reconcile),
+        config_rollout::error_policy,
+        ctx,
+    )
+    .for_each(|result| async move {
+        if let Err(e) = result {
+            controller_error("ConfigRollout", &e);
+        }
+    })
+    .await;
 }
 
 /// Keeps the `aigw_leader` gauge equal to this replica's leadership.

@@ -611,6 +611,9 @@ async fn a_second_rollout_over_the_same_keys_is_refused_and_a_deleted_candidate_
     assert!(status(&refused).moved_keys.is_empty());
     assert_eq!(remote_configs(&h, &keys).await, split);
 
+    // Once no ApiKey changes any more, only the candidate's deletion can wake the rollout: its
+    // pause has ten minutes to run, and the rollback must not wait for them.
+    keys_quiet(&h, &keys).await;
     delete_config_and_see_the_rollback(
         &h,
         &keys,
@@ -709,6 +712,25 @@ async fn delete_config_and_see_the_rollback(
     })
     .await;
     assert!(back.is_some(), "every key is back on the stable config");
+}
+
+/// Waits until no ApiKey of `keys` has changed for 3 s (their resourceVersions held).
+async fn keys_quiet(h: &Harness, keys: &[(String, String)]) {
+    let versions = || async {
+        let mut versions = Vec::new();
+        for (name, _) in keys {
+            let key = h.env.api::<ApiKey>().get(name).await.unwrap();
+            versions.push(key.resource_version());
+        }
+        versions
+    };
+    let quiet = support::wait_until(WAIT, || async {
+        let before = versions().await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        (versions().await == before).then_some(())
+    })
+    .await;
+    assert!(quiet.is_some(), "the ApiKeys kept changing");
 }
 
 async fn annotate(h: &Harness, key: &str, annotations: Value) {
@@ -1168,6 +1190,7 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
         [candidate.as_str(), &candidate, &stable, &stable]
     );
 
+    keys_quiet(&h, &keys).await;
     delete_config_and_see_the_rollback(
         &h,
         &keys,
