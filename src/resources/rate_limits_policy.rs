@@ -10,6 +10,8 @@ use super::rules;
 pub use super::limits::RateLimitType;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
+/// The spec's window and target are the API's own enums.
+pub use crate::api::{RateLimitTarget, RateLimitUnit};
 
 /// A rate-limits policy (`/ai_gw/v2/policies/rate-limits`). `name`, `unit`, `value` and
 /// `conditions` are updated in place; `type`, `groupBy`, `target` and `workspaceId` are fixed
@@ -91,30 +93,6 @@ pub struct RateLimitsPolicySpec {
 }
 embeds_managed!(RateLimitsPolicySpec, ManagedSpec);
 
-/// Window of a rate limit.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RateLimitUnit {
-    /// Per minute.
-    Rpm,
-    /// Per hour.
-    Rph,
-    /// Per day.
-    Rpd,
-    /// Per week.
-    Rpw,
-}
-
-/// What a rate limit applies to.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RateLimitTarget {
-    /// Model calls.
-    Llm,
-    /// MCP tool calls.
-    McpTools,
-}
-
 /// A condition selecting the requests a policy applies to.
 #[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -163,22 +141,6 @@ embeds_managed!(RateLimitsPolicyStatus, ManagedStatus);
 use super::common::differing;
 use super::policy::{FixedIdentity, Policy, PolicyIdentity, bind_policy, same_enum, single};
 use crate::api;
-
-fn to_api_unit(u: RateLimitUnit) -> api::RateLimitUnit {
-    match u {
-        RateLimitUnit::Rpm => api::RateLimitUnit::Rpm,
-        RateLimitUnit::Rph => api::RateLimitUnit::Rph,
-        RateLimitUnit::Rpd => api::RateLimitUnit::Rpd,
-        RateLimitUnit::Rpw => api::RateLimitUnit::Rpw,
-    }
-}
-
-fn to_api_target(t: RateLimitTarget) -> api::RateLimitTarget {
-    match t {
-        RateLimitTarget::Llm => api::RateLimitTarget::Llm,
-        RateLimitTarget::McpTools => api::RateLimitTarget::McpTools,
-    }
-}
 
 /// A one-element list and a plain string mean the same condition value.
 fn normalize(value: &api::OneOrMany) -> Vec<String> {
@@ -300,9 +262,9 @@ impl RateLimitsPolicySpec {
             conditions: PolicyCondition::all_to_api(&self.conditions),
             group_by: GroupBy::all_to_api(&self.group_by),
             limit_type: self.type_.to_api(),
-            unit: to_api_unit(self.unit),
+            unit: self.unit,
             value: self.value,
-            target: self.target.map(to_api_target),
+            target: self.target,
             workspace_id: self.identity.workspace_id.clone(),
             organisation_id: None,
         }
@@ -314,7 +276,7 @@ impl RateLimitsPolicySpec {
             name: self.identity.name.clone(),
             description: None,
             conditions: Some(PolicyCondition::all_to_api(&self.conditions)),
-            unit: Some(to_api_unit(self.unit)),
+            unit: Some(self.unit),
             value: Some(self.value),
         }
     }
@@ -323,7 +285,7 @@ impl RateLimitsPolicySpec {
     pub fn diff(&self, remote: &api::RateLimitsPolicy) -> Vec<&'static str> {
         differing([
             ("name", self.identity.differs_in_name(remote.name.as_ref())),
-            ("unit", to_api_unit(self.unit) != remote.limit.unit),
+            ("unit", self.unit != remote.limit.unit),
             ("value", self.value != remote.limit.value),
             (
                 "conditions",
@@ -343,7 +305,7 @@ impl RateLimitsPolicySpec {
             ),
             (
                 "target",
-                self.target.map_or(llm, to_api_target) != remote.limit.target.unwrap_or(llm),
+                self.target.unwrap_or(llm) != remote.limit.target.unwrap_or(llm),
             ),
         ])
     }

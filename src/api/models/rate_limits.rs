@@ -19,21 +19,30 @@ pub enum RateLimitType {
     Tokens,
 }
 
-/// Per minute, hour, day or week.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Window of a rate limit. A RateLimitsPolicy's `spec.unit` is this type, so the CRD's schema
+/// lists what the API accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RateLimitUnit {
+    /// Per minute.
     Rpm,
+    /// Per hour.
     Rph,
+    /// Per day.
     Rpd,
+    /// Per week.
     Rpw,
 }
 
-/// What the policy applies to. Immutable after create; default `llm`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+// Immutable after create; the API's default is `llm`. A RateLimitsPolicy's `spec.target` is
+// this type, and this line of documentation is its description in the CRD.
+/// What a rate limit applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RateLimitTarget {
+    /// Model calls.
     Llm,
+    /// MCP tool calls.
     McpTools,
 }
 
