@@ -396,9 +396,9 @@ async fn read_capabilities(client: &Client, key: &str) -> Result<Vec<api::McpCap
 
 /// Merges the access rows the spec names and disables the workspaces it no longer lists, in
 /// one PUT (never `override_existing_workspace_access`); records the workspaces it enabled.
-async fn apply_access(
+async fn apply_access<'a>(
     integration: &McpIntegration,
-    cx: &Cx<'_, McpIntegration>,
+    cx: &'a Cx<'_, McpIntegration>,
     status: &mut McpIntegrationStatus,
     key: &str,
 ) -> Result<Option<Change>, Halt> {
@@ -413,26 +413,20 @@ async fn apply_access(
         .collect();
     let rows = read_workspaces(cx.api(Op::Read).await?, key).await?;
     let updates = access_updates(&wanted, &rows, &status.workspaces);
-    if updates.is_empty() {
-        status.workspaces = enabled;
-        return Ok(None);
-    }
-    let rows = updates.iter().map(|u| (u.id.as_str(), u.enabled));
-    let what = sub_resources::toggled(rows, "enabled");
-    let request = api::UpdateMcpWorkspacesRequest {
-        workspaces: updates,
-        ..Default::default()
+    let write = |client: &'a Client, workspaces| async move {
+        let request = api::UpdateMcpWorkspacesRequest {
+            workspaces,
+            ..Default::default()
+        };
+        client
+            .mcp_integrations()
+            .update_workspaces(key, &request)
+            .await
     };
-    let change = WORKSPACE_ACCESS
-        .write(cx, (key, &what), |client| async move {
-            client
-                .mcp_integrations()
-                .update_workspaces(key, &request)
-                .await
-        })
-        .await?;
+    let change = sub_resources::write_access(cx, key, (updates, "enabled"), write);
+    let change = change.await?;
     status.workspaces = enabled;
-    Ok(Some(change))
+    Ok(change)
 }
 
 /// One PUT of the toggles whose capability was discovered and differs; the others wait in
