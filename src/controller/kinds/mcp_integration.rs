@@ -20,7 +20,8 @@ use serde_json::{Map, Value};
 use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration};
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::Created;
-use crate::controller::driver::gate::{Op, tenant_peers};
+use crate::controller::driver::gate::Op;
+use crate::controller::driver::referenced::ready_named;
 use crate::controller::driver::verbs::{
     Comparison, Naming, Verbs, refused_in_use, still_referenced,
 };
@@ -32,7 +33,7 @@ use crate::controller::kinds::keyed;
 use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
 use crate::controller::kinds::sub_resources::{self, Part, WORKSPACE_ACCESS};
 use crate::controller::state::triggers::Triggers;
-use crate::controller::{Context, spec_already_applied};
+use crate::controller::Context;
 use crate::resources::Workspace;
 use crate::resources::common::Recorded;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
@@ -337,7 +338,7 @@ fn wanted_access(integration: &McpIntegration, ctx: &Context) -> Result<Vec<Want
 }
 
 /// The UUID (and the keys: UUID and slug) the Workspace resource `name` recorded, once it can be
-/// named.
+/// named ([`ready_named`]).
 fn ready_workspace(
     integration: &McpIntegration,
     ctx: &Context,
@@ -345,36 +346,10 @@ fn ready_workspace(
 ) -> Result<(String, Vec<String>), Error> {
     let waiting = |why: String| Error::not_allowed(WORKSPACE_NOT_READY, why);
     let what = format!("Workspace {name} named by spec.workspaces");
-    let all = ctx.stores.of::<Workspace>().all();
-    let Some(workspace) = all.into_iter().find(|w| w.name_any() == name) else {
-        return Err(waiting(format!(
-            "{what} does not exist yet; waiting for it"
-        )));
-    };
-    let peers = tenant_peers(ctx, integration.spec.connection_name());
-    let theirs = workspace.spec.connection_name();
-    if !peers.iter().any(|p| p == theirs) {
-        return Err(Error::InvalidSpec(format!(
-            "{what} uses Connection {theirs}, which reaches another tenant than this McpIntegration's Connection {}",
-            integration.spec.connection_name()
-        )));
-    }
-    if workspace.metadata.deletion_timestamp.is_some() {
-        return Err(waiting(format!("{what} is being deleted")));
-    }
-    let status = workspace.status.clone().unwrap_or_default();
-    let ready = spec_already_applied(
-        workspace.metadata.generation,
-        status.observed_generation,
-        &status.conditions,
-    );
-    match status.id.clone().filter(|_| ready) {
-        Some(id) => {
-            let keys = [Some(id.clone()), status.slug].into_iter().flatten();
-            Ok((id, keys.collect()))
-        }
-        None => Err(waiting(format!("{what} is not Ready yet; waiting for it"))),
-    }
+    let (workspace, id) =
+        ready_named::<Workspace, _>(integration, ctx, name, &what, waiting, |s| s.id.clone())?;
+    let keys = workspace.status.as_ref().map(Recorded::remote_key_strings);
+    Ok((id, keys.unwrap_or_default()))
 }
 
 async fn read_workspaces(
