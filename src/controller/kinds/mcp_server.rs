@@ -144,10 +144,9 @@ impl Verbs for McpServer {
     fn record_created(
         &self,
         status: &mut McpServerStatus,
-        desired: &Instantiates,
+        _desired: &Instantiates,
         created: Created<api::Created, RemoteServer>,
     ) -> String {
-        self.record_compared(status, desired);
         keyed::record_created(status, None, created)
     }
     /// The answer is `{id, slug, object}` only: nothing of it is recorded.
