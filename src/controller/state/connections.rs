@@ -228,14 +228,8 @@ impl Scope {
         let Some(allowed) = &self.workspaces else {
             return Ok(());
         };
-        let granted = |ws: &str| {
-            allowed.iter().any(|entry| match resource(entry) {
-                Some(recorded) => recorded.iter().any(|r| r == ws),
-                None => entry == ws,
-            })
-        };
         match workspace {
-            Some(ws) if granted(ws) => Ok(()),
+            Some(ws) if granted(allowed, &[ws.to_string()], &resource) => Ok(()),
             Some(ws) => Err(Error::not_allowed(
                 WORKSPACE_NOT_ALLOWED,
                 format!(
