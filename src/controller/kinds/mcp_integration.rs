@@ -18,6 +18,7 @@ use kube::ResourceExt;
 use serde_json::{Map, Value};
 
 use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration};
+use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::Created;
 use crate::controller::driver::gate::Op;
@@ -33,7 +34,6 @@ use crate::controller::kinds::keyed;
 use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
 use crate::controller::kinds::sub_resources::{self, Part, WORKSPACE_ACCESS};
 use crate::controller::state::triggers::Triggers;
-use crate::controller::Context;
 use crate::resources::Workspace;
 use crate::resources::common::Recorded;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
