@@ -430,10 +430,7 @@ async fn run_kind<K: Managed>(
             }
         }
     };
-    let unreadable = {
-        let ctx = ctx.clone();
-        move |object: &Unreadable| unreadable::report::<K>(&ctx, object)
-    };
+    let unreadable = unreadable::reporter::<K>(&ctx);
     // With --shards, a namespaced kind's cache keeps this replica's share; what it leaves out
     // still wakes the followers of a promotion source here.
     let share = match (K::NAMESPACED, ctx.leadership.shards()) {
@@ -566,25 +563,36 @@ fn users_of_changed_connections<K: Managed>(
     })
 }
 
-async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
-    let probe = ctx.health.register(stream_name("Connection", None));
-    let unreadable = {
-        let ctx = ctx.clone();
-        move |object: &Unreadable| unreadable::report::<crate::resources::Connection>(&ctx, object)
-    };
-    let (store, connections) = watched(
+/// The watch of a kind the driver does not reconcile (Connection, ConfigRollout): every object
+/// of `namespace` (`None`: of every namespace), unindexed and unsharded; a change of any claim
+/// is a trigger (a Connection carries none; a rollout's claim is written on its own and wakes
+/// its next reconcile). `on_stored` sees each event once the cache holds it.
+fn watched_whole<K: Watchable>(
+    ctx: &Arc<Context>,
+    namespace: Option<&str>,
+    on_stored: impl Fn(&watcher::Event<K>) + Send + 'static,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+) {
+    let probe = ctx.health.register(stream_name(&K::kind(&()), namespace));
+    watched(
         &ctx.kube,
-        None,
+        namespace,
         watcher::Config::default(),
         ctx.lists.clone(),
         probe,
         |_| {},
         |_| {},
-        |_| {},
-        unreadable,
+        on_stored,
+        unreadable::reporter::<K>(ctx),
         String::new(),
         None,
-    );
+    )
+}
+
+async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
+    let (store, connections) = watched_whole::<crate::resources::Connection>(&ctx, None, |_| {});
     ctx.stores.connections.register(store.clone());
     Controller::for_stream(connections, store)
         .with_config(ControllerConfig::default().concurrency(concurrency))
@@ -610,11 +618,6 @@ async fn run_rollouts(
 ) {
     use crate::resources::{ApiKey, Config, ConfigRollout};
     let ns = namespace.as_deref();
-    let probe = ctx.health.register(stream_name("ConfigRollout", ns));
-    let unreadable = {
-        let ctx = ctx.clone();
-        move |object: &Unreadable| unreadable::report::<ConfigRollout>(&ctx, object)
-    };
     // Relayed once stored, like the managed kinds: a Config whose deletion waits on a rollout
     // hears it go.
     let stored = {
@@ -627,20 +630,7 @@ async fn run_rollouts(
                 .stored(&ctx.relay, event);
         }
     };
-    let (store, rollouts) = watched::<ConfigRollout>(
-        &ctx.kube,
-        ns,
-        watcher::Config::default(),
-        ctx.lists.clone(),
-        probe,
-        |_| {},
-        |_| {},
-        stored,
-        unreadable,
-        // A rollout's claim is written on its own and wakes its next reconcile.
-        String::new(),
-        None,
-    );
+    let (store, rollouts) = watched_whole::<ConfigRollout>(&ctx, ns, stored);
     ctx.stores.rollouts.register(store.clone());
     let keys = ctx.relay.subscribe::<ApiKey>(namespace.clone());
     let in_play = store.clone();

@@ -334,13 +334,7 @@ pub fn body_hash_matches<B: serde::Serialize>(
     context.update(uid.unwrap_or_default().as_bytes());
     context.update(b"\0");
     context.update(&bytes);
-    let hex: String = context
-        .finish()
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    hex == recorded
+    crate::controller::runtime::hash_key::hex(context.finish().as_ref()) == recorded
 }
 
 /// The single object of `listing` that `matches` what was sent and was created within

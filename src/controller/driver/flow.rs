@@ -378,6 +378,7 @@ async fn create<K: Verbs>(
     }
     // The driver's final status write records the key: a crash before it leaves the intent,
     // and the lookup finds the object again.
+    object.record_compared(status, desired);
     let key = object.record_created(status, desired, outcome);
     Ok(Change::new(
         "Created",

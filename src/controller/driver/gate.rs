@@ -30,7 +30,7 @@ use crate::controller::driver::Managed;
 use crate::controller::driver::promotion::{self, Decision};
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::state::claims::owned_by_another;
-use crate::controller::state::connections::{Resolved, Scope};
+use crate::controller::state::connections::{INTEGRATIONS, Resolved, Scope};
 use crate::resources::common::CreateAttempt;
 
 /// What a call does to the remote object.
@@ -312,10 +312,8 @@ impl<'a, K: Managed> Gate<'a, K> {
         keys: &[String],
         resource: impl Fn(&str) -> Option<Vec<String>>,
     ) -> Result<(), Error> {
-        self.resolve()
-            .await?
-            .scope
-            .check_integration_by(field, keys, resource)
+        let scope = &self.resolve().await?.scope;
+        scope.check_listed(&INTEGRATIONS, field, keys, resource)
     }
 
     /// An adopted object that is organisation-wide (the default gateway) needs `allowDefault`.

@@ -245,6 +245,7 @@ async fn recover<K: Issues>(
             .map(Recovered::Deleted)
             .map_err(|e| keep_intent(status, e.into()));
     }
+    object.record_compared(status, desired);
     let key = object.record_created(status, desired, Created::Recovered(found));
     let taken = Change::new(
         "Created",
@@ -313,6 +314,7 @@ async fn deliver<K: Issues>(
     if let Some(failpoint) = K::AFTER_CREATE {
         cx.ctx.failpoints.hit(failpoint).await;
     }
+    object.record_compared(status, desired);
     let key = object.record_created(status, desired, Created::Posted(posted));
     let secret = object.secret_name();
     let annotations = vec![

@@ -493,12 +493,7 @@ impl<'a, K: Managed> Cx<'a, K> {
         let name = self.name();
         self.patch_metadata(metadata, intent)
             .await
-            .map_err(|e| match e {
-                kube::Error::Api(status) if status.code == 409 => {
-                    Halt::from(Wait::Conflict(format!("{} {name}", K::KIND)))
-                }
-                e => Error::kube(format!("write metadata of {} {name}", K::KIND), e).into(),
-            })?;
+            .map_err(|e| write_failed::<K>("metadata", &name, e))?;
         self.finalized
             .store(true, std::sync::atomic::Ordering::SeqCst);
         if claiming {
@@ -798,12 +793,7 @@ async fn write_status<K: Managed>(
             &Patch::Apply(&patch),
         )
         .await
-        .map_err(|e| match e {
-            kube::Error::Api(status) if status.code == 409 => {
-                Halt::from(Wait::Conflict(format!("{} {name}", K::KIND)))
-            }
-            e => Error::kube(format!("write status of {} {name}", K::KIND), e).into(),
-        })?;
+        .map_err(|e| write_failed::<K>("status", name, e))?;
     debug!(
         kind = K::KIND,
         object = %format!("{}/{name}", written.namespace().unwrap_or_default()),
@@ -811,6 +801,17 @@ async fn write_status<K: Managed>(
         "status written"
     );
     Ok(written.resource_version())
+}
+
+/// A failed write of the `part` ("status", "metadata") of the object `name`: a conflict (the
+/// object changed since this reconcile's view) is [`Wait::Conflict`], anything else an error.
+fn write_failed<K: Managed>(part: &str, name: &str, e: kube::Error) -> Halt {
+    match e {
+        kube::Error::Api(status) if status.code == 409 => {
+            Halt::from(Wait::Conflict(format!("{} {name}", K::KIND)))
+        }
+        e => Error::kube(format!("write {part} of {} {name}", K::KIND), e).into(),
+    }
 }
 
 pub fn object_key<K: Managed>(object: &K) -> String {

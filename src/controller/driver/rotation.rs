@@ -285,9 +285,7 @@ pub async fn rotate<K: Rotates>(
     id: &str,
     why: &str,
 ) -> Result<Change, Halt> {
-    let secret_version = check_secret_is_ours(object, cx).await?;
-    // No values are issued while their Secret cannot be written.
-    secret_delivery::probe(cx, object.secret_name(), secret_version.as_deref()).await?;
+    let secret_version = writable_secret(object, cx).await?;
     let rotation = uuid::Uuid::new_v4().to_string();
     record_intent(
         K::rotation_status(status),
@@ -364,10 +362,8 @@ async fn resume<K: Rotates>(
         .rotating_for
         .clone()
         .unwrap_or_else(|| current_trigger(object));
-    // Neither a rotation nor a replacement issues values while their Secret cannot be written
-    // (an admission policy refusing it would otherwise have a key minted on every retry).
-    let secret_version = check_secret_is_ours(object, cx).await?;
-    secret_delivery::probe(cx, object.secret_name(), secret_version.as_deref()).await?;
+    // Neither a rotation nor a replacement issues values while their Secret cannot be written.
+    let secret_version = writable_secret(object, cx).await?;
     if let Some(message) = K::give_up_lost(status, id) {
         // The rotation ends here (a compare-and-swap: of two writers resuming the same view,
         // only one gives the object up); the kind replaces the object.
@@ -504,6 +500,15 @@ pub async fn check_secret_is_ours<K: Rotates>(
     cx: &Cx<'_, K>,
 ) -> Result<SecretVersion, Error> {
     secret_delivery::check_secret_is_ours(cx, object.secret_name(), K::SECRET_FIELD).await
+}
+
+/// The version of the Secret the values go to, once it is this resource's and can be written:
+/// no values are issued while their Secret cannot be written (an admission policy refusing it
+/// would otherwise have a key minted on every retry).
+async fn writable_secret<K: Rotates>(object: &K, cx: &Cx<'_, K>) -> Result<SecretVersion, Halt> {
+    let version = check_secret_is_ours(object, cx).await?;
+    secret_delivery::probe(cx, object.secret_name(), version.as_deref()).await?;
+    Ok(version)
 }
 
 /// Sets the `CredentialsAvailable` condition.

@@ -205,7 +205,8 @@ pub trait Verbs: Managed {
     /// Records in `status` what a read reported (`None`: the remote object is gone).
     fn record(status: &mut Self::Status, remote: Option<&Self::Remote>);
     /// Records in `status` what the remote object found was compared with (the integration a
-    /// provider binds), before the driver decides what to do with it.
+    /// provider binds), before the driver decides what to do with it; and what a create made
+    /// it with, before [`Verbs::record_created`].
     fn record_compared(&self, _status: &mut Self::Status, _desired: &Self::Desired) {}
     /// Records in `status` what a create made, before any read of it; the key, for messages.
     fn record_created(

@@ -18,9 +18,11 @@ use kube::ResourceExt;
 use serde_json::{Map, Value};
 
 use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration};
+use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::Created;
-use crate::controller::driver::gate::{Op, tenant_peers};
+use crate::controller::driver::gate::Op;
+use crate::controller::driver::referenced::ready_named;
 use crate::controller::driver::verbs::{
     Comparison, Naming, Verbs, refused_in_use, still_referenced,
 };
@@ -32,7 +34,6 @@ use crate::controller::kinds::keyed;
 use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
 use crate::controller::kinds::sub_resources::{self, Part, WORKSPACE_ACCESS};
 use crate::controller::state::triggers::Triggers;
-use crate::controller::{Context, spec_already_applied};
 use crate::resources::Workspace;
 use crate::resources::common::Recorded;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
@@ -337,7 +338,7 @@ fn wanted_access(integration: &McpIntegration, ctx: &Context) -> Result<Vec<Want
 }
 
 /// The UUID (and the keys: UUID and slug) the Workspace resource `name` recorded, once it can be
-/// named.
+/// named ([`ready_named`]).
 fn ready_workspace(
     integration: &McpIntegration,
     ctx: &Context,
@@ -345,36 +346,10 @@ fn ready_workspace(
 ) -> Result<(String, Vec<String>), Error> {
     let waiting = |why: String| Error::not_allowed(WORKSPACE_NOT_READY, why);
     let what = format!("Workspace {name} named by spec.workspaces");
-    let all = ctx.stores.of::<Workspace>().all();
-    let Some(workspace) = all.into_iter().find(|w| w.name_any() == name) else {
-        return Err(waiting(format!(
-            "{what} does not exist yet; waiting for it"
-        )));
-    };
-    let peers = tenant_peers(ctx, integration.spec.connection_name());
-    let theirs = workspace.spec.connection_name();
-    if !peers.iter().any(|p| p == theirs) {
-        return Err(Error::InvalidSpec(format!(
-            "{what} uses Connection {theirs}, which reaches another tenant than this McpIntegration's Connection {}",
-            integration.spec.connection_name()
-        )));
-    }
-    if workspace.metadata.deletion_timestamp.is_some() {
-        return Err(waiting(format!("{what} is being deleted")));
-    }
-    let status = workspace.status.clone().unwrap_or_default();
-    let ready = spec_already_applied(
-        workspace.metadata.generation,
-        status.observed_generation,
-        &status.conditions,
-    );
-    match status.id.clone().filter(|_| ready) {
-        Some(id) => {
-            let keys = [Some(id.clone()), status.slug].into_iter().flatten();
-            Ok((id, keys.collect()))
-        }
-        None => Err(waiting(format!("{what} is not Ready yet; waiting for it"))),
-    }
+    let (workspace, id) =
+        ready_named::<Workspace, _>(integration, ctx, name, &what, waiting, |s| s.id.clone())?;
+    let keys = workspace.status.as_ref().map(Recorded::remote_key_strings);
+    Ok((id, keys.unwrap_or_default()))
 }
 
 async fn read_workspaces(
@@ -396,9 +371,9 @@ async fn read_capabilities(client: &Client, key: &str) -> Result<Vec<api::McpCap
 
 /// Merges the access rows the spec names and disables the workspaces it no longer lists, in
 /// one PUT (never `override_existing_workspace_access`); records the workspaces it enabled.
-async fn apply_access(
+async fn apply_access<'a>(
     integration: &McpIntegration,
-    cx: &Cx<'_, McpIntegration>,
+    cx: &'a Cx<'_, McpIntegration>,
     status: &mut McpIntegrationStatus,
     key: &str,
 ) -> Result<Option<Change>, Halt> {
@@ -413,26 +388,20 @@ async fn apply_access(
         .collect();
     let rows = read_workspaces(cx.api(Op::Read).await?, key).await?;
     let updates = access_updates(&wanted, &rows, &status.workspaces);
-    if updates.is_empty() {
-        status.workspaces = enabled;
-        return Ok(None);
-    }
-    let rows = updates.iter().map(|u| (u.id.as_str(), u.enabled));
-    let what = sub_resources::toggled(rows, "enabled");
-    let request = api::UpdateMcpWorkspacesRequest {
-        workspaces: updates,
-        ..Default::default()
+    let write = |client: &'a Client, workspaces| async move {
+        let request = api::UpdateMcpWorkspacesRequest {
+            workspaces,
+            ..Default::default()
+        };
+        client
+            .mcp_integrations()
+            .update_workspaces(key, &request)
+            .await
     };
-    let change = WORKSPACE_ACCESS
-        .write(cx, (key, &what), |client| async move {
-            client
-                .mcp_integrations()
-                .update_workspaces(key, &request)
-                .await
-        })
-        .await?;
+    let change = sub_resources::write_access(cx, key, (updates, "enabled"), write);
+    let change = change.await?;
     status.workspaces = enabled;
-    Ok(Some(change))
+    Ok(change)
 }
 
 /// One PUT of the toggles whose capability was discovered and differs; the others wait in

@@ -31,6 +31,7 @@ use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::bound::{Bound, recorded_keys_of, released};
 use crate::controller::kinds::keyed;
 use crate::controller::kinds::sub_resources::Part;
+use crate::controller::state::connections::MCP_INTEGRATIONS;
 use crate::resources::common::CreateAttempt;
 use crate::resources::mcp_server::{McpServer, McpServerStatus, user_access_update};
 use crate::resources::{McpIntegration, Workspace};
@@ -143,10 +144,9 @@ impl Verbs for McpServer {
     fn record_created(
         &self,
         status: &mut McpServerStatus,
-        desired: &Instantiates,
+        _desired: &Instantiates,
         created: Created<api::Created, RemoteServer>,
     ) -> String {
-        self.record_compared(status, desired);
         keyed::record_created(status, None, created)
     }
     /// The answer is `{id, slug, object}` only: nothing of it is recorded.
@@ -381,7 +381,7 @@ async fn integration_granted(
     cx.gate
         .grants()
         .await?
-        .check_mcp_integration_by(field, &named_by, resource)
+        .check_listed(&MCP_INTEGRATIONS, field, &named_by, resource)
 }
 
 /// The remote integration `spec.integrationId` names (UUID or slug), read to learn both its

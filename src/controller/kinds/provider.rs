@@ -166,10 +166,9 @@ impl Verbs for Provider {
     fn record_created(
         &self,
         status: &mut ProviderStatus,
-        desired: &Binding,
+        _desired: &Binding,
         created: Created<ProviderWritten, RemoteProvider>,
     ) -> String {
-        self.record_compared(status, desired);
         keyed::record_created(status, None, created)
     }
     fn record_updated(

@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use crate::api::{ApiError, Client};
+use crate::api::{self, ApiError, Client};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::verbs::Verbs;
 use crate::controller::driver::{Change, Cx};
@@ -63,6 +63,45 @@ impl Part {
             format!("{part} of {} {key}: {what}", K::WHAT),
         ))
     }
+}
+
+/// A row of a workspace access write: the workspace's id, and whether it is enabled.
+pub trait AccessRow {
+    fn toggle(&self) -> (&str, bool);
+}
+
+impl AccessRow for api::WorkspaceAccessUpdate {
+    fn toggle(&self) -> (&str, bool) {
+        (&self.id, self.enabled)
+    }
+}
+
+impl AccessRow for api::McpWorkspaceAccessUpdate {
+    fn toggle(&self) -> (&str, bool) {
+        (&self.id, self.enabled)
+    }
+}
+
+/// The workspace access write of the remote object `key`: one PUT (`write`, with the client
+/// for an update) of the `rows` that differ, none when none does, named by the ids it enables
+/// (as `enabled` says: "enabled") and those it disables ([`toggled`]).
+pub async fn write_access<'a, K: Verbs, R: AccessRow, T, F>(
+    cx: &'a Cx<'_, K>,
+    key: &str,
+    (rows, enabled): (Vec<R>, &str),
+    write: impl FnOnce(&'a Client, Vec<R>) -> F,
+) -> Result<Option<Change>, Halt>
+where
+    F: Future<Output = Result<T, ApiError>>,
+{
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let what = toggled(rows.iter().map(AccessRow::toggle), enabled);
+    let change = WORKSPACE_ACCESS
+        .write(cx, (key, &what), |client| write(client, rows))
+        .await?;
+    Ok(Some(change))
 }
 
 /// What an access write changes, for its messages: the ids of the `rows` it enables (as

@@ -49,10 +49,14 @@ impl HashKey {
             context.update(&(part.len() as u64).to_be_bytes());
             context.update(part);
         }
-        let tag = context.sign();
-        let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-        format!("{PREFIX}{hex}")
+        format!("{PREFIX}{}", hex(context.sign().as_ref()))
     }
+}
+
+/// `bytes` as lower-case hex: how a hash is written, keyed ([`HashKey::hash`]) or the unkeyed
+/// SHA-256 of an earlier release.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn random_bytes() -> [u8; KEY_LEN] {

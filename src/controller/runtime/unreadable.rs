@@ -36,6 +36,14 @@ impl Reported {
     }
 }
 
+/// [`report`] for the watch of kind `K`: what a watch calls with an object it could not decode.
+pub fn reporter<K: kube::Resource<DynamicType = ()>>(
+    ctx: &Arc<Context>,
+) -> impl Fn(&Unreadable) + Send + Sync + 'static {
+    let ctx = ctx.clone();
+    move |object: &Unreadable| report::<K>(&ctx, object)
+}
+
 /// Reports an object of kind `K` that did not decode (see the module doc).
 pub fn report<K: kube::Resource<DynamicType = ()>>(ctx: &Arc<Context>, unreadable: &Unreadable) {
     let kind = K::kind(&()).to_string();

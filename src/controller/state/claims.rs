@@ -94,18 +94,8 @@ impl<K: Cached> StoreList<K> {
     /// apiserver, rather than taking an empty cache for "no such object".
     pub async fn find(&self, name: &str) -> Option<Option<std::sync::Arc<K>>> {
         let stores = self.snapshot();
-        if stores.is_empty() {
+        if stores.is_empty() || !all_listed(&stores).await {
             return None;
-        }
-        for store in &stores {
-            let ready = tokio::time::timeout(
-                std::time::Duration::from_millis(200),
-                store.wait_until_ready(),
-            )
-            .await;
-            if !matches!(ready, Ok(Ok(()))) {
-                return None;
-            }
         }
         Some(
             stores
@@ -120,18 +110,8 @@ impl<K: Cached> StoreList<K> {
     pub async fn find_in(&self, namespace: &str, name: &str) -> Option<Option<std::sync::Arc<K>>> {
         let wanted = kube::runtime::reflector::ObjectRef::new(name).within(namespace);
         let stores = self.snapshot();
-        if stores.is_empty() || !self.holds(namespace) {
+        if stores.is_empty() || !self.holds(namespace) || !all_listed(&stores).await {
             return None;
-        }
-        for store in &stores {
-            let ready = tokio::time::timeout(
-                std::time::Duration::from_millis(200),
-                store.wait_until_ready(),
-            )
-            .await;
-            if !matches!(ready, Ok(Ok(()))) {
-                return None;
-            }
         }
         let found = stores.iter().find_map(|s| s.get(&wanted));
         // A share moved while it read: an absence may be a copy dropped meanwhile.
@@ -697,6 +677,21 @@ fn seniority<K: Claims>(object: &K) -> Seniority {
     )
 }
 
+/// Waits (briefly) for every one of `stores` to have listed once: false when one has not.
+async fn all_listed<K: Cached>(stores: &[Store<K>]) -> bool {
+    for store in stores {
+        let ready = tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            store.wait_until_ready(),
+        )
+        .await;
+        if !matches!(ready, Ok(Ok(()))) {
+            return false;
+        }
+    }
+    true
+}
+
 fn ids(values: [Option<&String>; 3]) -> Vec<String> {
     let mut ids: Vec<String> = values.into_iter().flatten().cloned().collect();
     ids.sort();
@@ -731,21 +726,29 @@ macro_rules! status_claims {
     };
 }
 
+/// `manages` and `claimed_ids` of a kind that records a UUID and a slug and may name a slug
+/// in `spec.slug`.
+macro_rules! slug_claims {
+    () => {
+        fn manages(&self) -> bool {
+            self.status
+                .as_ref()
+                .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
+        }
+        fn claimed_ids(&self) -> Vec<String> {
+            let status = self.status.as_ref();
+            ids([
+                self.spec.slug.as_ref(),
+                status.and_then(|s| s.slug.as_ref()),
+                status.and_then(|s| s.id.as_ref()),
+            ])
+        }
+    };
+}
+
 impl Claims for Config {
     status_claims!();
-    fn manages(&self) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| s.slug.is_some() || s.id.is_some() || s.pending_create.is_some())
-    }
-    fn claimed_ids(&self) -> Vec<String> {
-        let status = self.status.as_ref();
-        ids([
-            self.spec.slug.as_ref(),
-            status.and_then(|s| s.slug.as_ref()),
-            status.and_then(|s| s.id.as_ref()),
-        ])
-    }
+    slug_claims!();
     fn adopted(&self) -> Option<(&'static str, String)> {
         self.spec.slug.clone().map(|slug| ("spec.slug", slug))
     }
@@ -904,26 +907,6 @@ impl Claims for ApiKey {
         vec![(workspace_field(self), self.spec.workspace_id.clone())]
     }
     workspace_named!(|o| o.spec);
-}
-
-/// `manages` and `claimed_ids` of a kind that records a UUID and a slug and may name a slug
-/// in `spec.slug`.
-macro_rules! slug_claims {
-    () => {
-        fn manages(&self) -> bool {
-            self.status
-                .as_ref()
-                .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
-        }
-        fn claimed_ids(&self) -> Vec<String> {
-            let status = self.status.as_ref();
-            ids([
-                self.spec.slug.as_ref(),
-                status.and_then(|s| s.slug.as_ref()),
-                status.and_then(|s| s.id.as_ref()),
-            ])
-        }
-    };
 }
 
 /// `Claims` of an organisation object (cluster-scoped: no workspace grant applies; an

@@ -228,14 +228,8 @@ impl Scope {
         let Some(allowed) = &self.workspaces else {
             return Ok(());
         };
-        let granted = |ws: &str| {
-            allowed.iter().any(|entry| match resource(entry) {
-                Some(recorded) => recorded.iter().any(|r| r == ws),
-                None => entry == ws,
-            })
-        };
         match workspace {
-            Some(ws) if granted(ws) => Ok(()),
+            Some(ws) if granted(allowed, &[ws.to_string()], &resource) => Ok(()),
             Some(ws) => Err(Error::not_allowed(
                 WORKSPACE_NOT_ALLOWED,
                 format!(
@@ -272,56 +266,22 @@ impl Scope {
     /// Refuses binding the integration `keys` name (its resource name, slug, UUID: any one
     /// granted will do), named by `field`, when the grants do not cover it.
     pub fn check_integration(&self, field: &str, keys: &[String]) -> Result<(), Error> {
-        self.check_integration_by(field, keys, |_| None)
-    }
-
-    /// Like [`Self::check_integration`], for a remote integration `keys` names by its UUID and
-    /// slug only: a grant entry that `resource` resolves (the name of an Integration resource,
-    /// to the UUID and slug it recorded) grants that integration, never another whose slug
-    /// happens to equal the name.
-    pub fn check_integration_by(
-        &self,
-        field: &str,
-        keys: &[String],
-        resource: impl Fn(&str) -> Option<Vec<String>>,
-    ) -> Result<(), Error> {
-        let listed = Listed {
-            allowed: &self.integrations,
-            reason: INTEGRATION_NOT_ALLOWED,
-            what: "integrations this namespace may bind",
-            grant: "integrations",
-        };
-        self.check_listed(listed, field, keys, resource)
-    }
-
-    /// Refuses instantiating the MCP integration `keys` name (named by `field`) as a server
-    /// when the grants do not cover it: an entry that `resource` resolves (the name of an
-    /// McpIntegration resource) stands for the UUID and slug it recorded, and for no other.
-    pub fn check_mcp_integration_by(
-        &self,
-        field: &str,
-        keys: &[String],
-        resource: impl Fn(&str) -> Option<Vec<String>>,
-    ) -> Result<(), Error> {
-        let listed = Listed {
-            allowed: &self.mcp_integrations,
-            reason: MCP_INTEGRATION_NOT_ALLOWED,
-            what: "MCP integrations this namespace may instantiate",
-            grant: "mcpIntegrations",
-        };
-        self.check_listed(listed, field, keys, resource)
+        self.check_listed(&INTEGRATIONS, field, keys, |_| None)
     }
 
     /// Refuses the object `keys` name (named by `field`) unless an entry of `listed` covers
-    /// it ([`granted`]); `None` lists allow anything.
-    fn check_listed(
+    /// it ([`granted`]); `None` lists allow anything. For a remote object `keys` names by its
+    /// UUID and slug only: a grant entry that `resource` resolves (the name of an Integration or
+    /// McpIntegration resource, to the UUID and slug it recorded) grants that object, never
+    /// another whose slug happens to equal the name.
+    pub fn check_listed(
         &self,
-        listed: Listed<'_>,
+        listed: &Listed,
         field: &str,
         keys: &[String],
         resource: impl Fn(&str) -> Option<Vec<String>>,
     ) -> Result<(), Error> {
-        let Some(allowed) = listed.allowed else {
+        let Some(allowed) = (listed.allowed)(self) else {
             return Ok(());
         };
         if granted(allowed, keys, resource) {
@@ -356,8 +316,9 @@ impl Scope {
 }
 
 /// A list of the grants that limits what a namespace may name, for [`Scope::check_listed`].
-struct Listed<'a> {
-    allowed: &'a Option<BTreeSet<String>>,
+pub struct Listed {
+    /// The list in a [`Scope`].
+    allowed: fn(&Scope) -> &Option<BTreeSet<String>>,
     /// The condition reason of a refusal.
     reason: &'static str,
     /// What the list holds, for the message.
@@ -365,6 +326,24 @@ struct Listed<'a> {
     /// The grant field.
     grant: &'static str,
 }
+
+/// The integrations a namespace may bind into providers (`spec.grants[].integrations`).
+pub const INTEGRATIONS: Listed = Listed {
+    allowed: |scope| &scope.integrations,
+    reason: INTEGRATION_NOT_ALLOWED,
+    what: "integrations this namespace may bind",
+    grant: "integrations",
+};
+
+/// The MCP integrations a namespace may instantiate as servers
+/// (`spec.grants[].mcpIntegrations`): an entry naming an McpIntegration resource stands for the
+/// UUID and slug it recorded, and for no other.
+pub const MCP_INTEGRATIONS: Listed = Listed {
+    allowed: |scope| &scope.mcp_integrations,
+    reason: MCP_INTEGRATION_NOT_ALLOWED,
+    what: "MCP integrations this namespace may instantiate",
+    grant: "mcpIntegrations",
+};
 
 /// Whether a grant entry of `allowed` covers the object `keys` name: an entry `resource`
 /// resolves (a resource's name) by what that resource recorded, any other entry literally.

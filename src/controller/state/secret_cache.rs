@@ -111,6 +111,13 @@ struct Tracked<K: 'static + kube::Resource<DynamicType = ()>> {
     applied: watch::Receiver<u64>,
 }
 
+impl<K: 'static + kube::Resource<DynamicType = ()>> Tracked<K> {
+    /// True when this cache holds `namespace`'s objects.
+    fn covers(&self, namespace: &str) -> bool {
+        self.namespace.is_none() || self.namespace.as_deref() == Some(namespace)
+    }
+}
+
 impl<K: 'static + kube::Resource<DynamicType = ()>> Clone for Tracked<K> {
     fn clone(&self) -> Self {
         Self {
@@ -435,7 +442,7 @@ impl SecretCache {
             .iter()
             .filter(|(r, _)| *r == reader)
             .map(|(_, c)| c)
-            .find(|c| c.namespace.is_none() || c.namespace.as_deref() == Some(namespace))
+            .find(|c| c.covers(namespace))
             .cloned()
     }
 
@@ -459,10 +466,7 @@ impl SecretCache {
     where
         K: Watchable,
     {
-        let Some(cache) = caches
-            .iter()
-            .find(|c| c.namespace.is_none() || c.namespace.as_deref() == Some(namespace))
-        else {
+        let Some(cache) = caches.iter().find(|c| c.covers(namespace)) else {
             return Cached::Uncached("unwatched");
         };
         let listed = tokio::time::timeout(FIRST_LIST, cache.store.wait_until_ready()).await;
@@ -498,31 +502,27 @@ impl SecretCache {
 
     /// Forgets the write at `version` once every cache of its namespace has applied it.
     fn forget_if_applied(&self, key: &(String, String), version: u64) {
-        let applied = |list: Vec<u64>| list.iter().all(|a| *a >= version);
-        let covers = |ns: &Option<String>| ns.is_none() || ns.as_deref() == Some(key.0.as_str());
-        let all: Vec<u64> = self
-            .all
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|c| covers(&c.namespace))
-            .map(|c| *c.applied.borrow())
-            .collect();
-        let delivered: Vec<u64> = self
-            .delivered
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|c| covers(&c.namespace))
-            .map(|c| *c.applied.borrow())
-            .collect();
-        if applied(all) && applied(delivered) {
+        let namespace = key.0.as_str();
+        if applied(&self.all, namespace, version) && applied(&self.delivered, namespace, version) {
             let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
             if written.get(key) == Some(&Written::At(version)) {
                 written.remove(key);
             }
         }
     }
+}
+
+/// True when every cache of `caches` that covers `namespace` has applied `version`.
+fn applied<K>(caches: &RwLock<Vec<Tracked<K>>>, namespace: &str, version: u64) -> bool
+where
+    K: 'static + kube::Resource<DynamicType = ()>,
+{
+    caches
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|c| c.covers(namespace))
+        .all(|c| *c.applied.borrow() >= version)
 }
 
 /// The Secret `namespace/name` from the values cache `cache` once it holds `version` or a

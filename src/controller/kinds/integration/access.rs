@@ -68,9 +68,9 @@ async fn read_models(client: &Client, key: &str) -> Result<api::IntegrationModel
 
 /// Merges the access rows the spec names and disables the workspaces it no longer lists, in
 /// one PUT; rows of other workspaces are never sent. Records the workspaces it enabled.
-async fn apply_access(
+async fn apply_access<'a>(
     spec: &IntegrationSpec,
-    cx: &Cx<'_, Integration>,
+    cx: &'a Cx<'_, Integration>,
     status: &mut IntegrationStatus,
     key: &str,
 ) -> Result<Option<Change>, Halt> {
@@ -79,24 +79,18 @@ async fn apply_access(
     }
     let rows = read_workspaces(cx.api(Op::Read).await?, key).await?;
     let updates = spec.access_updates(&rows, &status.workspaces);
-    if updates.is_empty() {
-        status.workspaces = spec.enabled_workspaces();
-        return Ok(None);
-    }
-    let rows = updates.iter().map(|u| (u.id.as_str(), u.enabled));
-    let what = sub_resources::toggled(rows, "enabled or changed");
-    let request = api::UpdateWorkspacesRequest {
-        workspaces: updates,
-        create_default_provider: Some(false),
-        ..Default::default()
+    let write = |client: &'a Client, workspaces| async move {
+        let request = api::UpdateWorkspacesRequest {
+            workspaces,
+            create_default_provider: Some(false),
+            ..Default::default()
+        };
+        client.integrations().update_workspaces(key, &request).await
     };
-    let change = WORKSPACE_ACCESS
-        .write(cx, (key, &what), |client| async move {
-            client.integrations().update_workspaces(key, &request).await
-        })
-        .await?;
+    let change = sub_resources::write_access(cx, key, (updates, "enabled or changed"), write);
+    let change = change.await?;
     status.workspaces = spec.enabled_workspaces();
-    Ok(Some(change))
+    Ok(change)
 }
 
 /// One model access PUT when a listed model (or `allowAllModels`) differs.
