@@ -1,11 +1,13 @@
 //! The operator's process wiring: the watch caches, one controller per kind (and namespace)
 //! from [`crate::registry::KINDS`], the drift passes, leadership's gauge and the startup check.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -468,7 +470,11 @@ async fn run_kind<K: Managed>(
     let mut controller = Controller::for_stream(objects, store.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_all_on(ctx.leadership.acquired())
-        .reconcile_on(users_of_changed_connections(&ctx, store.clone()))
+        .reconcile_on(users_of_changed_connections(
+            &ctx,
+            store.clone(),
+            K::connection_name,
+        ))
         .reconcile_on(ctx.followers.requeues::<K>(namespace.clone()));
     if with_secrets {
         // Deleting a credentials Secret must be noticed at once, not at the next drift check:
@@ -536,11 +542,13 @@ where
     }
 }
 
-/// The objects of `store` that use a Connection that just changed (its spec, or whether it
-/// works), so a fixed Connection brings them back at once rather than at their next retry.
-fn users_of_changed_connections<K: Managed>(
+/// The objects of `store` that use (`connection_of`) a Connection that just changed (its spec,
+/// whether it works, or whether it is in this installation's reach), so a fixed Connection, or
+/// one back in reach, brings them back at once rather than at their next retry.
+fn users_of_changed_connections<K: Watchable>(
     ctx: &Context,
     store: Store<K>,
+    connection_of: fn(&K) -> &str,
 ) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<K>> + Send + 'static {
     let changes = ctx.connection_changes.subscribe();
     futures::stream::unfold(changes, |mut changes| async move {
@@ -556,7 +564,7 @@ fn users_of_changed_connections<K: Managed>(
         let users: Vec<_> = store
             .state()
             .iter()
-            .filter(|o| o.connection_name() == name)
+            .filter(|o| connection_of(o) == name)
             .map(|o| kube::runtime::reflector::ObjectRef::from_obj(o.as_ref()))
             .collect();
         futures::stream::iter(users)
@@ -592,7 +600,35 @@ fn watched_whole<K: Watchable>(
 }
 
 async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
-    let (store, connections) = watched_whole::<crate::resources::Connection>(&ctx, None, |_| {});
+    // Whether each Connection is in this installation's reach (`--cluster-selector`, claims),
+    // as last stored. A relabel changes no generation and no readiness, so the Connection's
+    // reconcile does not tell its users; a change of reach is told here, once the cache holds
+    // it, so that an object waiting for its Connection to come back acts at once.
+    let stored = {
+        let ctx = ctx.clone();
+        let reach = std::sync::Mutex::new(HashMap::<String, bool>::new());
+        move |event: &watcher::Event<crate::resources::Connection>| {
+            let mut reach = reach.lock().unwrap_or_else(|e| e.into_inner());
+            let changed = match event {
+                watcher::Event::Apply(c) | watcher::Event::InitApply(c) => {
+                    let sees = ctx.installation.sees_connection(&c.metadata);
+                    let before = reach.insert(c.name_any(), sees);
+                    before
+                        .is_some_and(|before| before != sees)
+                        .then(|| c.name_any())
+                }
+                watcher::Event::Delete(c) => {
+                    (reach.remove(&c.name_any()) == Some(true)).then(|| c.name_any())
+                }
+                watcher::Event::Init | watcher::Event::InitDone => None,
+            };
+            if let Some(name) = changed {
+                // Nobody listening (no kind controller yet) is fine.
+                let _ = ctx.connection_changes.send(name);
+            }
+        }
+    };
+    let (store, connections) = watched_whole::<crate::resources::Connection>(&ctx, None, stored);
     ctx.stores.connections.register(store.clone());
     Controller::for_stream(connections, store)
         .with_config(ControllerConfig::default().concurrency(concurrency))
@@ -609,7 +645,8 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
 
 /// The ConfigRollouts of `namespace`: each reconciled when it changes, when an ApiKey of its
 /// namespace changes (a moved key's status shows its new config), when a Config it names
-/// changes (a deleted candidate rolls it back at once, not at its next step), and on election.
+/// changes (a deleted candidate rolls it back at once, not at its next step), when its
+/// Connection changes or comes back in reach, and on election.
 async fn run_rollouts(
     ctx: Arc<Context>,
     namespace: Option<String>,
@@ -638,6 +675,11 @@ async fn run_rollouts(
     let controller = Controller::for_stream(rollouts, store.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_all_on(ctx.leadership.acquired())
+        .reconcile_on(users_of_changed_connections(
+            &ctx,
+            store.clone(),
+            config_rollout::connection_name,
+        ))
         .watches_shared_stream(keys, move |key: Arc<ApiKey>| {
             let namespace = key.metadata.namespace.clone();
             in_play

@@ -170,7 +170,8 @@ async fn standing<K: Managed>(
         }
         Verdict::NotOurs(why) => {
             debug!(kind = K::KIND, object = %key, %why, "not this installation's; left untouched");
-            // A claim that changes shows in the watch; a Connection relabelled does not.
+            // A claim that changes shows in the watch; a Connection that comes into reach
+            // wakes its users (`process::run_connections`); the drift check is the backstop.
             Action::requeue(jittered(ctx.drift_interval))
         }
         Verdict::Undecided => {

@@ -109,8 +109,8 @@ pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<
     }
     ctx.metrics
         .rollout_step(&run.namespace, &run.name, status.current_step, status.phase);
-    // Looked at again at least every drift interval: a Connection relabelled out of this
-    // installation's reach shows in no watch of the rollout's (see `claimed`).
+    // Looked at again at least every drift interval, beside the triggers (a Connection that
+    // changes reach wakes its users: `process::run_connections`).
     Ok(Action::requeue(next.unwrap_or(ctx.drift_interval)))
 }
 
@@ -881,7 +881,8 @@ fn returning(keys: &Keys, status: &ConfigRolloutStatus) -> Vec<String> {
     moved
 }
 
-fn connection_name(rollout: &ConfigRollout) -> &str {
+/// The Connection a rollout uses (`default` when `spec.connectionRef` is absent).
+pub(crate) fn connection_name(rollout: &ConfigRollout) -> &str {
     rollout
         .spec
         .connection_ref

@@ -1368,14 +1368,19 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
         after.resource_version(),
         "nothing written to a rollout left alone"
     );
-    // Back in reach, it is reconciled again; its deletion then goes.
+    // Deleted while out of reach, it is held (its finalizer kept). Back in reach, it is
+    // reconciled again at once, woken by the Connection's relabel (its deletion was heard
+    // before, and nothing else of it changes); its deletion then goes.
+    api.delete("started", &Default::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let held = api.get("started").await.unwrap();
+    assert!(!held.finalizers().is_empty(), "{:?}", held.finalizers());
     support::merge_patch(
         &connections,
         &name,
         json!({"metadata": {"labels": {CLUSTER_LABEL: ns}}}),
     )
     .await;
-    api.delete("started", &Default::default()).await.unwrap();
     let gone = support::gone_within(&api, "started", WAIT).await;
     assert!(gone, "its deletion goes once the Connection is back");
     connections
