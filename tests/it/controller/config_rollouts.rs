@@ -1293,29 +1293,9 @@ async fn a_telemetry_outage_past_max_wait_rolls_back() {
 /// finalizer kept, nothing written) when it holds one.
 #[tokio::test]
 async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
-    use aigw::resources::Connection;
-    use k8s_openapi::api::core::v1::Secret;
-    use support::harness::{CLUSTER_LABEL, TOKEN};
+    use support::harness::CLUSTER_LABEL;
     let h = Harness::start("roll-reach").await;
-    let ns = h.env.namespace.clone();
-    h.env
-        .create_from::<Secret>(json!({
-            "metadata": {"name": "reach-token"}, "stringData": {"token": TOKEN}
-        }))
-        .await;
-    let name = format!("{ns}-reach");
-    let connection: Connection = serde_json::from_value(json!({
-        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
-        "metadata": {"name": name, "labels": {CLUSTER_LABEL: ns}},
-        "spec": {"managementUrl": h.emulator.management_url(), "gatewayUrl": h.emulator.gateway_url(),
-                 "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "reach-token", "key": "token"}}}}
-    }))
-    .unwrap();
-    let connections = kube::Api::<Connection>::all(h.env.client.clone());
-    connections
-        .create(&Default::default(), &connection)
-        .await
-        .unwrap();
+    let (name, connections) = h.connection_in_reach().await;
     // One refused before it adds its finalizer (a candidate of another namespace), one that
     // holds it (it waits for its Configs).
     let mut early = rollout_spec(steps(&[(100, "1s")]));
@@ -1368,25 +1348,9 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
         after.resource_version(),
         "nothing written to a rollout left alone"
     );
-    // Deleted while out of reach, it is held (its finalizer kept). Back in reach, it is
-    // reconciled again at once, woken by the Connection's relabel (its deletion was heard
-    // before, and nothing else of it changes); its deletion then goes.
-    api.delete("started", &Default::default()).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let held = api.get("started").await.unwrap();
-    assert!(!held.finalizers().is_empty(), "{:?}", held.finalizers());
-    support::merge_patch(
-        &connections,
-        &name,
-        json!({"metadata": {"labels": {CLUSTER_LABEL: ns}}}),
-    )
-    .await;
-    let gone = support::gone_within(&api, "started", WAIT).await;
-    assert!(gone, "its deletion goes once the Connection is back");
-    connections
-        .delete(&name, &Default::default())
-        .await
-        .unwrap();
+    // Deleted while out of reach, it is held; back in reach, its deletion goes at once.
+    h.deletion_held_until_back_in_reach(&api, "started", (&name, &connections), WAIT)
+        .await;
     h.stop().await;
 }
 

@@ -995,52 +995,18 @@ async fn a_rewritten_claim_on_a_cluster_scoped_object_moves_nothing() {
 /// reconciled at once, not at its next drift check ten minutes on, and its deletion goes.
 #[tokio::test]
 async fn a_config_deleted_while_its_connection_is_out_of_reach_goes_once_it_is_back() {
-    use aigw::resources::Connection;
-    use kube::ResourceExt;
-    use support::harness::{CLUSTER_LABEL, TOKEN};
+    use support::harness::CLUSTER_LABEL;
     let h = Harness::start("reach-back").await;
-    let ns = h.env.namespace.clone();
-    h.env
-        .create_from::<Secret>(json!({
-            "metadata": {"name": "reach-token"}, "stringData": {"token": TOKEN}
-        }))
-        .await;
-    let name = format!("{ns}-reach");
-    let connection: Connection = serde_json::from_value(json!({
-        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
-        "metadata": {"name": name, "labels": {CLUSTER_LABEL: ns}},
-        "spec": {"managementUrl": h.emulator.management_url(), "gatewayUrl": h.emulator.gateway_url(),
-                 "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "reach-token", "key": "token"}}}}
-    }))
-    .unwrap();
-    let connections = Api::<Connection>::all(h.env.client.clone());
-    connections
-        .create(&Default::default(), &connection)
-        .await
-        .unwrap();
+    let (name, connections) = h.connection_in_reach().await;
     let mut spec = routing("reach-routing");
     spec["connectionRef"] = json!({"name": name});
     create::<Config>(&h.env, "routing", spec).await;
     h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
-    let relabel = |value: &str| json!({"metadata": {"labels": {CLUSTER_LABEL: value}}});
-
-    support::merge_patch(&connections, &name, relabel("elsewhere")).await;
+    let away = json!({"metadata": {"labels": {CLUSTER_LABEL: "elsewhere"}}});
+    support::merge_patch(&connections, &name, away).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let configs = h.env.api::<Config>();
-    configs
-        .delete("routing", &Default::default())
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let held = configs.get("routing").await.unwrap();
-    assert!(!held.finalizers().is_empty(), "{:?}", held.finalizers());
-
-    support::merge_patch(&connections, &name, relabel(&ns)).await;
-    let gone = support::gone_within(&configs, "routing", WAIT).await;
-    assert!(gone, "its deletion goes once the Connection is back");
-    connections
-        .delete(&name, &Default::default())
-        .await
-        .unwrap();
+    h.deletion_held_until_back_in_reach(&configs, "routing", (&name, &connections), WAIT)
+        .await;
     h.stop().await;
 }

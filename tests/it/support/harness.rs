@@ -619,6 +619,62 @@ impl Harness {
             .join("\n")
     }
 
+    /// A Connection `<namespace>-reach` to this test's emulator, labelled into this operator's
+    /// reach, with its token Secret `reach-token`: its name and the Connections' API, to
+    /// relabel it out of reach (`CLUSTER_LABEL` set to another value) and back.
+    pub async fn connection_in_reach(&self) -> (String, kube::Api<aigw::resources::Connection>) {
+        use k8s_openapi::api::core::v1::Secret;
+        let ns = &self.env.namespace;
+        self.env
+            .create_from::<Secret>(serde_json::json!({
+                "metadata": {"name": "reach-token"}, "stringData": {"token": TOKEN}
+            }))
+            .await;
+        let name = format!("{ns}-reach");
+        let connection: aigw::resources::Connection = serde_json::from_value(serde_json::json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+            "metadata": {"name": name, "labels": {CLUSTER_LABEL: ns}},
+            "spec": {"managementUrl": self.emulator.management_url(),
+                     "gatewayUrl": self.emulator.gateway_url(),
+                     "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "reach-token", "key": "token"}}}}
+        }))
+        .unwrap();
+        let connections = kube::Api::all(self.env.client.clone());
+        connections
+            .create(&Default::default(), &connection)
+            .await
+            .unwrap();
+        (name, connections)
+    }
+
+    /// Deletes `object` of `api` while the Connection `name` (of [`Self::connection_in_reach`])
+    /// is out of reach and sees its deletion held (its finalizer kept); puts the Connection back
+    /// in reach and sees the object go within `within` (woken by the relabel alone: its deletion
+    /// was heard before); then deletes the Connection.
+    pub async fn deletion_held_until_back_in_reach<K>(
+        &self,
+        api: &kube::Api<K>,
+        object: &str,
+        (name, connections): (&str, &kube::Api<aigw::resources::Connection>),
+        within: Duration,
+    ) where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        api.delete(object, &Default::default()).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let held = api.get(object).await.unwrap();
+        let finalizers = &held.meta().finalizers;
+        assert!(
+            finalizers.as_ref().is_some_and(|f| !f.is_empty()),
+            "{finalizers:?}"
+        );
+        let back = serde_json::json!({"metadata": {"labels": {CLUSTER_LABEL: self.env.namespace}}});
+        super::merge_patch(connections, name, back).await;
+        let gone = super::gone_within(api, object, within).await;
+        assert!(gone, "its deletion goes once the Connection is back");
+        connections.delete(name, &Default::default()).await.unwrap();
+    }
+
     /// The cluster-wide name of this test's cluster-scoped object `name`.
     pub fn cluster_name(&self, name: &str) -> String {
         format!("{}-{name}", self.env.namespace)
