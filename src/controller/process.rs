@@ -1,13 +1,11 @@
 //! The operator's process wiring: the watch caches, one controller per kind (and namespace)
 //! from [`crate::registry::KINDS`], the drift passes, leadership's gauge and the startup check.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -21,6 +19,7 @@ use super::runtime::lists::Lists;
 use super::runtime::shard_cache;
 use super::runtime::shards::Shards;
 use super::runtime::{health, unreadable};
+use super::state::connection_reach::ConnectionReach;
 use super::state::relay;
 use super::state::triggers::Triggers;
 use super::{Context, Managed, Settings};
@@ -600,29 +599,14 @@ fn watched_whole<K: Watchable>(
 }
 
 async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
-    // Whether each Connection is in this installation's reach (`--cluster-selector`, claims),
-    // as last stored. A relabel changes no generation and no readiness, so the Connection's
-    // reconcile does not tell its users; a change of reach is told here, once the cache holds
-    // it, so that an object waiting for its Connection to come back acts at once.
+    // A Connection that comes into reach or leaves it (a relabel, a claim) wakes its users once
+    // the cache holds it ([`ConnectionReach`]).
     let stored = {
         let ctx = ctx.clone();
-        let reach = std::sync::Mutex::new(HashMap::<String, bool>::new());
+        let reach = std::sync::Mutex::new(ConnectionReach::default());
         move |event: &watcher::Event<crate::resources::Connection>| {
             let mut reach = reach.lock().unwrap_or_else(|e| e.into_inner());
-            let changed = match event {
-                watcher::Event::Apply(c) | watcher::Event::InitApply(c) => {
-                    let sees = ctx.installation.sees_connection(&c.metadata);
-                    let before = reach.insert(c.name_any(), sees);
-                    before
-                        .is_some_and(|before| before != sees)
-                        .then(|| c.name_any())
-                }
-                watcher::Event::Delete(c) => {
-                    (reach.remove(&c.name_any()) == Some(true)).then(|| c.name_any())
-                }
-                watcher::Event::Init | watcher::Event::InitDone => None,
-            };
-            if let Some(name) = changed {
+            for name in reach.stored(event, |meta| ctx.installation.sees_connection(meta)) {
                 // Nobody listening (no kind controller yet) is fine.
                 let _ = ctx.connection_changes.send(name);
             }

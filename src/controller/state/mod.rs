@@ -1,4 +1,5 @@
 pub mod claims;
+pub mod connection_reach;
 pub mod connections;
 pub mod followers;
 pub mod installation;
