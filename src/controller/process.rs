@@ -653,8 +653,6 @@ async fn run_rollouts(
     };
     let (store, rollouts) = watched_whole::<ConfigRollout>(&ctx, ns, stored);
     ctx.stores.rollouts.register(store.clone());
-    let keys = ctx.relay.subscribe::<ApiKey>(namespace.clone());
-    let in_play = store.clone();
     let latest = store.clone();
     let controller = Controller::for_stream(rollouts, store.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
@@ -663,24 +661,25 @@ async fn run_rollouts(
             &ctx,
             store.clone(),
             config_rollout::connection_name,
-        ))
-        .watches_shared_stream(keys, move |key: Arc<ApiKey>| {
-            let namespace = key.metadata.namespace.clone();
-            in_play
-                .state()
-                .iter()
-                .filter(|r| r.metadata.namespace == namespace)
-                .map(|r| ObjectRef::from_obj(r.as_ref()))
-                .collect::<Vec<_>>()
-        });
+        ));
+    let beside = |rollout: &ConfigRollout, meta: &kube::core::ObjectMeta| {
+        rollout.metadata.namespace == meta.namespace
+    };
+    let controller = relay::requeue_when(
+        controller,
+        &ctx.relay,
+        ns,
+        store.clone(),
+        move |rollout: &ConfigRollout, key: &ApiKey| beside(rollout, &key.metadata),
+    );
     relay::requeue_when(
         controller,
         &ctx.relay,
         ns,
         store,
-        |rollout: &ConfigRollout, config: &Config| {
+        move |rollout: &ConfigRollout, config: &Config| {
             let spec = &rollout.spec;
-            rollout.metadata.namespace == config.metadata.namespace
+            beside(rollout, &config.metadata)
                 && config.metadata.name.as_ref().is_some_and(|name| {
                     *name == spec.stable_config_ref.name || *name == spec.candidate_config_ref.name
                 })
