@@ -382,6 +382,16 @@ impl Drift {
         lock(&self.seen).remove(&key_hash(key));
     }
 
+    /// The cleanup of `key` is done on its copy at `resource_version` and this process's
+    /// finalizers went: its bookkeeping goes as [`Drift::forget`] has it, but that version is
+    /// kept as replaced ([`Drift::replaced_by_own_write`]), so a reconcile of the copy the cache
+    /// still holds (the watch has not brought the deletion yet) does not clean up again (a
+    /// second remote DELETE).
+    pub fn cleaned_up(&self, key: &str, resource_version: Option<String>) {
+        self.forget(key);
+        lock(&self.replaced).keep(key, resource_version.into_iter().collect());
+    }
+
     /// Asks the next reconcile of `key` to read the remote object rather than trust the status.
     pub fn flag(&self, key: String) {
         lock(&self.flagged).insert(key);
@@ -905,6 +915,11 @@ mod tests {
                 "{version}"
             );
         }
+        drift.forget(key);
+        // A cleanup done on version 11: a copy at 11 still in the cache is not cleaned up again.
+        drift.cleaned_up(key, Some("11".into()));
+        assert!(drift.replaced_by_own_write(key, Some("11")));
+        assert!(!drift.replaced_by_own_write(key, Some("12")));
         drift.forget(key);
         // A write that changed nothing replaced nothing: its version is the current one.
         drift.wrote(key, Some("7"), Some("7".into()), false, None);

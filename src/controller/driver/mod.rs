@@ -90,7 +90,12 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     let ours = ctx.installation.holds(&*object);
     let result = match (object.meta().deletion_timestamp.is_some(), ours) {
         (true, true) => match cleanup::<K>(&object, &objects, &ctx).await {
-            Ok(action) => release::<K>(&object, &objects, &ctx).await.map(|()| action),
+            Ok(action) => {
+                release::<K>(&object, &objects, &ctx).await?;
+                ctx.drift
+                    .cleaned_up(&key, object.meta().resource_version.clone());
+                Ok(action)
+            }
             Err(e) => Err(e),
         },
         // Nothing of aigw's waits on it: it goes without aigw (it never wrote anything remote).
@@ -561,7 +566,6 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
     match K::cleanup(object, &cx).await {
         Ok(changes) => {
             ctx.backoff.reset(&key);
-            ctx.drift.forget(&key);
             report(ctx, object, &key, changes).await;
             Ok(Action::await_change())
         }
@@ -654,7 +658,6 @@ async fn release_remote<K: Managed>(
     info!(kind = K::KIND, object = %key, "{message}");
     publish(ctx, object, type_, "Released", &cx.scrub(&message)).await;
     ctx.backoff.reset(key);
-    ctx.drift.forget(key);
     Ok(Action::await_change())
 }
 

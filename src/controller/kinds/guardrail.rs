@@ -470,7 +470,7 @@ async fn find_created<G: GuardrailObject>(
 fn watch_referrers<G: GuardrailObject>(triggers: Triggers<'_, G>) -> Triggers<'_, G> {
     // A ClusterGuardrail hears the Configs of every watched namespace.
     let namespace = triggers.namespace.filter(|_| G::NAMESPACED);
-    triggers.heard_in(namespace, |g: &G, config: &Config| g.named_by(config))
+    triggers.held_in(namespace, |g: &G, config: &Config| g.named_by(config))
 }
 
 /// A guardrail's own triggers: the Secrets it reads, the McpServer resources its

@@ -216,5 +216,5 @@ pub fn watch_inputs(triggers: Triggers<'_, SecretReference>) -> Triggers<'_, Sec
                 .any(|n| names(r, Some(n), Some(n)))
         })
     };
-    config_refs::watch_secrets(triggers).when(mapped_by)
+    config_refs::watch_secrets(triggers).held_in(None, mapped_by)
 }

@@ -29,7 +29,7 @@ use crate::api::{
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced::{self, names};
+use crate::controller::driver::referenced;
 use crate::controller::driver::verbs::{
     Comparison, STILL_REFERENCED, Verbs, removed_once, still_referenced,
 };
@@ -41,7 +41,7 @@ use crate::controller::process::Watchable;
 use crate::controller::state::triggers::Triggers;
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::Config;
-use crate::resources::common::{CreateAttempt, Recorded};
+use crate::resources::common::CreateAttempt;
 use crate::resources::workspace::{
     DefaultConfig, Workspace, WorkspaceSettings, WorkspaceStatus, scope_marker, scope_name,
 };
@@ -528,12 +528,14 @@ async fn default_config(
     })
 }
 
-/// Requeues a Workspace being deleted whenever an object that names it (by UUID or slug, or by
-/// `spec.workspaceRef`) changes or goes, so that its archive, which waits for them
-/// (`StillReferenced`), goes on as soon as the last one lets go.
+/// Requeues a Workspace being deleted whenever an object of a kind that may name it (by UUID or
+/// slug, or by `spec.workspaceRef`) changes or goes, so that its archive, which waits for them
+/// (`StillReferenced`), goes on as soon as the last one lets go. Any change counts: an edit that
+/// drops the reference shows only in the new copy, which no longer names the Workspace.
 pub fn watch_referrers(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Workspace> {
     use crate::resources::{
-        ApiKey, Deployment, Guardrail, Provider, RateLimitsPolicy, UsageLimitsPolicy,
+        ApiKey, Deployment, Guardrail, McpIntegration, McpServer, Provider, RateLimitsPolicy,
+        UsageLimitsPolicy,
     };
     let triggers = held_by::<Config>(triggers);
     let triggers = held_by::<RateLimitsPolicy>(triggers);
@@ -541,34 +543,13 @@ pub fn watch_referrers(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Worksp
     let triggers = held_by::<Guardrail>(triggers);
     let triggers = held_by::<ApiKey>(triggers);
     let triggers = held_by::<Provider>(triggers);
-    let triggers = held_by::<crate::resources::McpServer>(triggers);
-    let triggers = enabled_by_mcp_integrations(triggers);
+    let triggers = held_by::<McpServer>(triggers);
+    let triggers = held_by::<McpIntegration>(triggers);
     held_by::<Deployment>(triggers)
 }
 
-/// [`watch_referrers`] for the McpIntegrations whose `spec.workspaces` rows name a Workspace.
-fn enabled_by_mcp_integrations(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Workspace> {
-    triggers.when(
-        |workspace: &Workspace, integration: &crate::resources::McpIntegration| {
-            let keys: BTreeSet<&str> = workspace
-                .status
-                .iter()
-                .flat_map(|s| s.remote_keys())
-                .collect();
-            workspace.metadata.deletion_timestamp.is_some()
-                && mcp_integration::names_workspace(integration, &keys, &workspace.name_any())
-        },
-    )
-}
-
-/// [`watch_referrers`] for the objects of kind `K`, of every watched namespace.
-fn held_by<K: crate::controller::state::claims::Claims + Watchable>(
-    triggers: Triggers<'_, Workspace>,
-) -> Triggers<'_, Workspace> {
-    triggers.when(|workspace: &Workspace, object: &K| {
-        let by_key = |(_, ws): &(_, Option<String>)| names(workspace, None, ws.as_deref());
-        workspace.metadata.deletion_timestamp.is_some()
-            && (names(workspace, object.workspace_ref(), None)
-                || object.workspaces().iter().any(by_key))
-    })
+/// [`watch_referrers`] for the objects of kind `K`, of every watched namespace: a Workspace
+/// being deleted hears every change of one ([`Triggers::held_in`]; a live one, none).
+fn held_by<K: Watchable>(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Workspace> {
+    triggers.held_in(None, |_: &Workspace, _: &K| false)
 }

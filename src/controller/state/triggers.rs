@@ -66,6 +66,20 @@ impl<'a, K: Managed> Triggers<'a, K> {
         Self { controller, ..self }
     }
 
+    /// [`Triggers::heard_in`] for the objects of kind `S` that may hold an object of this kind
+    /// (`holds`), so that a deletion waiting for its holders goes as soon as the last lets go.
+    /// While an object is being deleted, every change of an `S` wakes it: an edit that drops the
+    /// reference shows only in the holder's new copy, which no longer names it.
+    pub fn held_in<S: Watchable>(
+        self,
+        namespace: Option<&str>,
+        holds: impl Fn(&K, &S) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.heard_in(namespace, move |object: &K, holder: &S| {
+            object.meta().deletion_timestamp.is_some() || holds(object, holder)
+        })
+    }
+
     /// Requeues the objects that `uses` an object of kind `S` of `namespace` (`None`: all)
     /// whenever it changes or goes, and notes that their inputs changed ([`inputs_changed`]).
     pub fn inputs_from<S: Watchable>(

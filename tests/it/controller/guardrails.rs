@@ -153,6 +153,38 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
     h.stop().await;
 }
 
+/// A Config edited to stop naming a guardrail whose deletion waits for it lets the deletion go
+/// at once. The edit wakes the deleting guardrail though the Config's new copy no longer names
+/// it; the guardrail had waited long enough (45 s: retries back off from 0.5 s, doubling) that
+/// its own next retry was further away than the few seconds allowed here.
+#[tokio::test]
+async fn a_guardrail_a_config_stops_naming_is_deleted_at_once() {
+    let h = Harness::start("gr-letgo").await;
+    let slug = ready_card_number_guardrail(&h, "kept").await;
+    let config = json!({"name": "uses-it", "config": {"input_guardrails": [slug],
+        "targets": [{"provider": "@openai"}]}});
+    support::objects::create::<Config>(&h.env, "uses-it", config).await;
+    h.wait_for::<Config>("uses-it", WAIT, |c| c.ready()).await;
+    h.env.delete::<Guardrail>("kept").await;
+    h.condition_message::<Guardrail>("kept", WAIT, ("Stalled", "StillReferenced"))
+        .await;
+
+    tokio::time::sleep(Duration::from_secs(45)).await;
+    let without = json!({"spec": {"config": {"input_guardrails": []}}});
+    h.env
+        .api::<Config>()
+        .patch("uses-it", &PatchParams::default(), &Patch::Merge(&without))
+        .await
+        .unwrap();
+    let guardrails = h.env.api::<Guardrail>();
+    assert!(
+        support::gone_within(&guardrails, "kept", Duration::from_secs(8)).await,
+        "the guardrail went as soon as the Config let go"
+    );
+    assert!(remote(&h, &slug).await.is_none(), "deleted remotely");
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one_put() {
     let h = Harness::start_with("gr-named", Duration::from_secs(1)).await;

@@ -39,5 +39,5 @@ pub fn watch_inputs(triggers: Triggers<'_, McpServer>) -> Triggers<'_, McpServer
 /// Requeues the McpIntegrations McpServer resources name whenever one of those changes or
 /// goes, so an integration whose deletion waits for its servers goes once the last lets go.
 pub fn watch_servers(triggers: Triggers<'_, McpIntegration>) -> Triggers<'_, McpIntegration> {
-    triggers.when(|i: &McpIntegration, s: &McpServer| instantiates(s, i))
+    triggers.held_in(None, |i: &McpIntegration, s: &McpServer| instantiates(s, i))
 }

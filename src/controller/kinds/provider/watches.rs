@@ -18,12 +18,15 @@ pub fn watch_inputs(triggers: Triggers<'_, Provider>) -> Triggers<'_, Provider> 
     let bound_by = |p: &Provider, integration: &Integration| {
         p.spec.integration.as_deref() == Some(integration.name_any().as_str())
     };
-    triggers.when(bound_by).when_beside(named_by)
+    let namespace = triggers.namespace;
+    triggers.when(bound_by).held_in(namespace, named_by)
 }
 
 /// Requeues the Integrations Providers bind whenever one of those changes or goes, so an
 /// Integration whose deletion waits for its Providers goes as soon as the last one lets go.
 pub fn watch_binders(triggers: Triggers<'_, Integration>) -> Triggers<'_, Integration> {
     // The Providers of every watched namespace.
-    triggers.when(|i: &Integration, provider: &Provider| binds(provider, i))
+    triggers.held_in(None, |i: &Integration, provider: &Provider| {
+        binds(provider, i)
+    })
 }
