@@ -20,8 +20,8 @@ use super::runtime::shard_cache;
 use super::runtime::shards::Shards;
 use super::runtime::{health, unreadable};
 use super::state::connection_reach::ConnectionReach;
-use super::state::relay;
 use super::state::triggers::Triggers;
+use super::state::{followers, relay};
 use super::{Context, Managed, Settings};
 use crate::resources::readable::{Readable, Unreadable, readable_api};
 
@@ -412,11 +412,18 @@ async fn run_kind<K: Managed>(
             }
         }
     };
+    // The follower index's view of this watch, shared with the share's skipped objects.
+    let listing = Arc::new(std::sync::Mutex::new(followers::Listing::new(
+        namespace.clone().filter(|_| K::NAMESPACED),
+    )));
     let stored = {
-        let ctx = ctx.clone();
+        let (ctx, listing) = (ctx.clone(), listing.clone());
         let relayed = std::sync::Mutex::new(relay::Relayed::default());
         move |event: &watcher::Event<K>| {
-            ctx.followers.observe(event);
+            ctx.followers.observe(
+                &mut listing.lock().unwrap_or_else(|e| e.into_inner()),
+                event,
+            );
             relayed
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -439,7 +446,12 @@ async fn run_kind<K: Managed>(
             shards: shards.clone(),
             skipped: Box::new({
                 let ctx = ctx.clone();
-                move |event: &watcher::Event<K>| ctx.followers.observe(event)
+                move |event: &watcher::Event<K>| {
+                    ctx.followers.observe(
+                        &mut listing.lock().unwrap_or_else(|e| e.into_inner()),
+                        event,
+                    )
+                }
             }),
             unindex: Arc::new({
                 let ctx = ctx.clone();

@@ -285,13 +285,23 @@ impl ApiKey {
     /// The name of the Config resource whose remote config the key's requests use by default:
     /// a rollout's override, else `defaults.config`.
     pub fn config_resource(&self) -> Option<&str> {
-        self.config_override().or_else(|| {
-            let defaults = self.spec.defaults.as_ref()?;
-            match defaults.config_id {
-                Some(_) => None,
-                None => defaults.config.as_deref(),
-            }
-        })
+        self.config_override().or_else(|| self.own_config())
+    }
+
+    /// `defaults.config`, unless `defaults.configId` names the remote config itself.
+    fn own_config(&self) -> Option<&str> {
+        let defaults = self.spec.defaults.as_ref()?;
+        match defaults.config_id {
+            Some(_) => None,
+            None => defaults.config.as_deref(),
+        }
+    }
+
+    /// Whether the key's default may come from Config `name`: the rollout override it carries,
+    /// or its own `defaults.config` (which it keeps when the override is not honoured, a
+    /// rollout being gone).
+    pub fn may_use_config(&self, name: &str) -> bool {
+        self.config_override() == Some(name) || self.own_config() == Some(name)
     }
 }
 

@@ -365,8 +365,7 @@ pub fn watch_inputs(triggers: Triggers<'_, ApiKey>) -> Triggers<'_, ApiKey> {
     });
     // Heard once the Config watch cache, which `defaults.config` is resolved from, holds it.
     triggers.inputs_from(namespace, |k: &ApiKey, config: &Config| {
-        k.metadata.namespace == config.metadata.namespace
-            && k.config_resource() == Some(config.name_any().as_str())
+        k.metadata.namespace == config.metadata.namespace && k.may_use_config(&config.name_any())
     })
 }
 

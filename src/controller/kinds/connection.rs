@@ -55,7 +55,9 @@ pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result
     };
     let changed = before.as_ref().and_then(|b| b.observed_generation) != generation
         || ready(before.as_ref()) != ready(Some(&status));
-    if changed {
+    // Every replica's cache tells the users when the status shows the change
+    // (`process::run_connections`); a dry run writes no status, so it tells them here.
+    if changed && ctx.dry_run {
         // Nobody listening (no kind controller yet) is fine.
         let _ = ctx.connection_changes.send(name.clone());
     }

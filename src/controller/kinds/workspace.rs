@@ -537,7 +537,18 @@ pub fn watch_referrers(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Worksp
         ApiKey, Deployment, Guardrail, McpIntegration, McpServer, Provider, RateLimitsPolicy,
         UsageLimitsPolicy,
     };
-    let triggers = held_by::<Config>(triggers);
+    // A live Workspace hears the Config its `defaults.configRef` names: the default is set
+    // once that Config is Ready (or moved when it is made again).
+    let triggers = triggers.held_in(None, |w: &Workspace, config: &Config| {
+        w.spec
+            .defaults
+            .as_ref()
+            .and_then(|d| d.config_ref.as_ref())
+            .is_some_and(|named| {
+                config.namespace().as_deref() == Some(named.namespace.as_str())
+                    && config.name_any() == named.name
+            })
+    });
     let triggers = held_by::<RateLimitsPolicy>(triggers);
     let triggers = held_by::<UsageLimitsPolicy>(triggers);
     let triggers = held_by::<Guardrail>(triggers);

@@ -1,8 +1,10 @@
 //! Which Connections are in this installation's reach (`--cluster-selector`, claims), as the
-//! Connection cache holds them, and which of them changed reach. A relabel changes neither a
-//! Connection's generation nor its readiness, so its own reconcile tells no one; an object
-//! waiting for its Connection to come back (a deletion held while it was out of reach) is told
-//! through this instead, once the cache holds the change.
+//! Connection cache holds them, and which of them changed what their users wait on: their
+//! reach, their spec (generation) or whether they work (`Ready`, written by the replica that
+//! reconciles them). Told from every replica's cache, so with `--shards` the users on every
+//! replica hear it, not only those beside the Connection's reconcile; a relabel changes neither
+//! generation nor readiness, and an object waiting for its Connection to come back (a deletion
+//! held while it was out of reach) is told through this too, once the cache holds the change.
 
 use std::collections::HashMap;
 
@@ -11,20 +13,34 @@ use kube::ResourceExt;
 use kube::runtime::watcher;
 
 use crate::resources::Connection;
+use crate::resources::common::{condition::READY, find_condition};
 
-/// Reach per Connection name, as last stored.
+/// What a Connection's users wait on: in reach, its generation, its `Ready` status.
+type Shown = (bool, Option<i64>, Option<String>);
+
+/// What each Connection showed, by name, as last stored.
 #[derive(Default)]
 pub struct ConnectionReach {
-    known: HashMap<String, bool>,
+    known: HashMap<String, Shown>,
     /// A list in progress: the store swaps it in only at its end, so it is compared then.
-    listing: HashMap<String, bool>,
+    listing: HashMap<String, Shown>,
     listed_once: bool,
 }
 
+fn shown(c: &Connection, sees: &impl Fn(&ObjectMeta) -> bool) -> Shown {
+    let ready = c
+        .status
+        .as_ref()
+        .and_then(|s| find_condition(&s.conditions, READY))
+        .map(|c| c.status.clone());
+    (sees(&c.metadata), c.metadata.generation, ready)
+}
+
 impl ConnectionReach {
-    /// The Connections whose reach `event` changed, once the cache holds it: one that came or
-    /// went (but none of the first list's), or was relabelled in or out of reach (`sees`). A
-    /// re-list's Connections are compared at its end, where one it no longer holds is gone.
+    /// The Connections whose reach, generation or readiness `event` changed, once the cache
+    /// holds it: one that came or went (but none of the first list's), or changed what its
+    /// users wait on (`sees`: in reach). A re-list's Connections are compared at its end, where
+    /// one it no longer holds is gone.
     pub fn stored(
         &mut self,
         event: &watcher::Event<Connection>,
@@ -32,9 +48,9 @@ impl ConnectionReach {
     ) -> Vec<String> {
         match event {
             watcher::Event::Apply(c) => {
-                let reach = sees(&c.metadata);
-                let before = self.known.insert(c.name_any(), reach);
-                match before == Some(reach) {
+                let now = shown(c, &sees);
+                let before = self.known.insert(c.name_any(), now.clone());
+                match before == Some(now) {
                     true => Vec::new(),
                     false => vec![c.name_any()],
                 }
@@ -48,7 +64,7 @@ impl ConnectionReach {
                 Vec::new()
             }
             watcher::Event::InitApply(c) => {
-                self.listing.insert(c.name_any(), sees(&c.metadata));
+                self.listing.insert(c.name_any(), shown(c, &sees));
                 Vec::new()
             }
             watcher::Event::InitDone => {
@@ -58,7 +74,7 @@ impl ConnectionReach {
                     let gone = self.known.keys().filter(|n| !listed.contains_key(*n));
                     let moved = listed
                         .iter()
-                        .filter(|(name, reach)| self.known.get(*name) != Some(*reach))
+                        .filter(|(name, now)| self.known.get(*name) != Some(*now))
                         .map(|(name, _)| name);
                     changed.extend(gone.chain(moved).cloned());
                     changed.sort();
@@ -113,5 +129,16 @@ mod tests {
         assert!(told(Init).is_empty());
         assert!(told(InitApply(connection("y", "b"))).is_empty());
         assert_eq!(told(InitDone), ["x", "y"]);
+        // A spec change (generation) and a readiness change (written by whichever replica
+        // reconciles it) are told; the same status again is not.
+        let mut y = connection("y", "b");
+        y.metadata.generation = Some(2);
+        assert_eq!(told(Apply(y.clone())), ["y"]);
+        y.status = serde_json::from_value(serde_json::json!({"conditions": [{
+            "type": "Ready", "status": "True", "reason": "TokenObtained", "message": "",
+            "lastTransitionTime": "2026-11-30T00:00:00Z"}]}))
+        .unwrap();
+        assert_eq!(told(Apply(y.clone())), ["y"]);
+        assert!(told(Apply(y)).is_empty());
     }
 }

@@ -4,7 +4,7 @@
 //! its source is ready rather than at the next drift check. No apiserver read, and a map
 //! lookup per event rather than a scan of every cached object.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
 
 use kube::ResourceExt;
@@ -44,14 +44,63 @@ impl Default for Followers {
     }
 }
 
+/// One watch's part in the index: what a re-list brings waits for its end, when the cache
+/// holds it (a follower woken on the re-list's first objects would read its source from the
+/// cache before the cache swaps the list in, and not be woken again).
+pub struct Listing {
+    /// The namespace the watch covers (`None`: all).
+    scope: Option<String>,
+    /// Between a re-list's start and its end.
+    relisting: bool,
+    /// The followers the re-list has woken so far.
+    woken: BTreeSet<Key>,
+    /// The objects the re-list showed: a source it did not show is gone.
+    shown: HashSet<Key>,
+}
+
+impl Listing {
+    pub fn new(scope: Option<String>) -> Self {
+        Self {
+            scope,
+            relisting: false,
+            woken: BTreeSet::new(),
+            shown: HashSet::new(),
+        }
+    }
+}
+
 impl Followers {
-    /// Takes one event of kind `K`'s watch, after its cache stored it: records whom the object
-    /// follows, and requeues the objects that follow it.
-    pub fn observe<K: Managed>(&self, event: &watcher::Event<K>) {
+    /// Takes one event of kind `K`'s watch, after its cache stored it (or after the share left
+    /// it out): records whom the object follows, and requeues the objects that follow it, those
+    /// a re-list wakes at its end (with the followers of the sources it no longer shows).
+    pub fn observe<K: Managed>(&self, listing: &mut Listing, event: &watcher::Event<K>) {
         let (object, gone) = match event {
             watcher::Event::Apply(o) | watcher::Event::InitApply(o) => (o, false),
             watcher::Event::Delete(o) => (o, true),
-            watcher::Event::Init | watcher::Event::InitDone => return,
+            watcher::Event::Init => {
+                listing.relisting = true;
+                listing.woken.clear();
+                listing.shown.clear();
+                return;
+            }
+            watcher::Event::InitDone => {
+                listing.relisting = false;
+                let shown = std::mem::take(&mut listing.shown);
+                let mut woken = std::mem::take(&mut listing.woken);
+                {
+                    let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+                    for (source, followers) in &index.followers {
+                        let (kind, namespace, _) = source;
+                        let covered = *kind == K::KIND
+                            && (listing.scope.is_none() || *namespace == listing.scope);
+                        if covered && !shown.contains(source) {
+                            woken.extend(followers.iter().cloned());
+                        }
+                    }
+                }
+                self.wake(woken);
+                return;
+            }
         };
         let key: Key = (K::KIND, object.namespace(), object.name_any());
         let named: Vec<Key> = match (gone, object.promotion()) {
@@ -75,7 +124,16 @@ impl Followers {
                 .map(|f| f.iter().cloned().collect())
                 .unwrap_or_default()
         };
-        for follower in waiting {
+        if listing.relisting {
+            listing.shown.insert(key);
+            listing.woken.extend(waiting);
+        } else {
+            self.wake(waiting);
+        }
+    }
+
+    fn wake(&self, followers: impl IntoIterator<Item = Key>) {
+        for follower in followers {
             // Nobody listening (no controller yet) is fine.
             let _ = self.requeues.send(follower);
         }
@@ -143,6 +201,63 @@ mod tests {
 
     fn key(ns: &str, name: &str) -> Key {
         ("Config", Some(ns.into()), name.into())
+    }
+
+    fn config(ns: &str, name: &str, after: Option<(&str, &str)>) -> crate::resources::Config {
+        let mut spec =
+            serde_json::json!({"name": name, "connectionRef": {"name": "gw"}, "config": {}});
+        if let Some((namespace, name)) = after {
+            spec["promotion"] = serde_json::json!({"after": [{"namespace": namespace, "name": name}], "soak": "1s"});
+        }
+        let mut config: crate::resources::Config = serde_json::from_value(
+            serde_json::json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {}, "spec": spec}),
+        )
+        .expect("a Config");
+        config.metadata.namespace = Some(ns.into());
+        config.metadata.name = Some(name.into());
+        config
+    }
+
+    /// What a re-list brings wakes the followers at its end, when the cache holds it, and the
+    /// followers of a source it no longer shows are woken too.
+    #[tokio::test]
+    async fn a_relist_wakes_followers_at_its_end_and_those_of_sources_gone() {
+        use futures::StreamExt;
+        use watcher::Event;
+        let followers = Followers::default();
+        let mut requeues = Box::pin(followers.requeues::<crate::resources::Config>(None));
+        let mut listing = Listing::new(Some("dev".into()));
+        let mut prod = Listing::new(Some("prod".into()));
+        let web = config("dev", "web", None);
+        for event in [Event::Init, Event::InitApply(web.clone()), Event::InitDone] {
+            followers.observe(&mut listing, &event);
+        }
+        for follower in [("web", "web"), ("api", "api")] {
+            let event = Event::Apply(config("prod", follower.0, Some(("dev", follower.1))));
+            followers.observe(&mut prod, &event);
+        }
+        // A change of a source wakes its follower at once.
+        followers.observe(&mut listing, &Event::Apply(web.clone()));
+        let woken = requeues.next().await.expect("a requeue");
+        assert_eq!(
+            (woken.name.as_str(), woken.namespace.as_deref()),
+            ("web", Some("prod"))
+        );
+        // A re-list wakes nobody until it ends; then the follower of what it showed, and the
+        // follower of `api`, which it no longer shows.
+        followers.observe(&mut listing, &Event::<crate::resources::Config>::Init);
+        followers.observe(&mut listing, &Event::InitApply(web));
+        assert!(
+            futures::FutureExt::now_or_never(requeues.next()).is_none(),
+            "woken before the re-list ended"
+        );
+        followers.observe(&mut listing, &Event::<crate::resources::Config>::InitDone);
+        let mut woken = vec![
+            requeues.next().await.expect("a requeue").name,
+            requeues.next().await.expect("a requeue").name,
+        ];
+        woken.sort();
+        assert_eq!(woken, ["api", "web"]);
     }
 
     #[test]
