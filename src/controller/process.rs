@@ -626,8 +626,38 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
     };
     let (store, connections) = watched_whole::<crate::resources::Connection>(&ctx, None, stored);
     ctx.stores.connections.register(store.clone());
+    // A Connection looks again when a Secret it reads changes (a fixed or rotated token), so
+    // its Ready, and its users waiting on it, follow at once rather than at the drift check.
+    let secret_namespace = ctx.connections.secret_namespace().map(str::to_string);
+    let readers = {
+        let store = store.clone();
+        futures::stream::unfold(ctx.connections.secret_changes(), |mut changes| async move {
+            loop {
+                match changes.recv().await {
+                    Ok(name) => return Some((name, changes)),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
+        .flat_map(move |secret: String| {
+            let reads = |c: &crate::resources::Connection| {
+                c.spec.secret_refs().any(|r| {
+                    Some(r.namespace.as_str()) == secret_namespace.as_deref() && r.name == secret
+                })
+            };
+            let readers: Vec<_> = store
+                .state()
+                .iter()
+                .filter(|c| reads(c))
+                .map(|c| ObjectRef::from_obj(c.as_ref()))
+                .collect();
+            futures::stream::iter(readers)
+        })
+    };
     Controller::for_stream(connections, store)
         .with_config(ControllerConfig::default().concurrency(concurrency))
+        .reconcile_on(readers)
         .reconcile_all_on(ctx.leadership.acquired())
         .shutdown_on_signal()
         .run(connection::reconcile, connection::error_policy, ctx)

@@ -248,6 +248,24 @@ pub struct OAuth2ClientCredentials {
     pub client_secret_ref: SecretKeyRef,
 }
 
+impl ConnectionSpec {
+    /// Every Secret key the Connection reads: its token or client credentials, and the headers
+    /// taken from Secrets.
+    pub fn secret_refs(&self) -> impl Iterator<Item = &SecretKeyRef> {
+        let bearer = self.auth.bearer_token.iter().map(|b| &b.secret_ref);
+        let oauth = self
+            .auth
+            .oauth2_client_credentials
+            .iter()
+            .flat_map(|o| [&o.client_id_ref, &o.client_secret_ref]);
+        let headers = self
+            .headers
+            .iter()
+            .filter_map(|h| h.value_from.as_ref().map(|f| &f.secret_ref));
+        bearer.chain(oauth).chain(headers)
+    }
+}
+
 /// A key of a Secret in a given namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]

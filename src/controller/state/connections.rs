@@ -147,6 +147,9 @@ pub struct Connections {
     namespaces: StoreList<PartialObjectMeta<Namespace>>,
     /// The Secrets of `secret_namespace`, from a watch, so resolving a client reads none.
     secrets: StoreList<Secret>,
+    /// The name of each Secret of `secret_namespace` that changed or went, once the cache
+    /// holds it: the Connections that read it look again ([`Connections::secret_changes`]).
+    secret_changes: tokio::sync::broadcast::Sender<String>,
 }
 
 /// A connection resolved for one object: its client and what the object's namespace may do
@@ -371,7 +374,15 @@ impl Connections {
             clients: Mutex::new(HashMap::new()),
             namespaces: StoreList::default(),
             secrets: StoreList::default(),
+            secret_changes: tokio::sync::broadcast::channel(256).0,
         }
+    }
+
+    /// The names of the Secrets of the Connection secret namespace that change or go from now
+    /// on, heard from its watch once the cache holds the change (none without that namespace:
+    /// Connection Secrets are then read by name, and checked at each drift interval).
+    pub fn secret_changes(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.secret_changes.subscribe()
     }
 
     /// The watch caches this resolver reads instead of the apiserver: every Namespace's
@@ -387,12 +398,23 @@ impl Connections {
             ),
         )];
         if let Some(namespace) = &self.secret_namespace {
+            use futures::StreamExt;
+            let changes = self.secret_changes.clone();
+            let told = move |event: &kube::runtime::watcher::Event<Secret>| {
+                use kube::runtime::watcher::Event;
+                if let Event::Apply(secret) | Event::Delete(secret) = event {
+                    // Nobody listening (no Connection controller yet) is fine.
+                    let _ = changes.send(secret.name_any());
+                }
+            };
             watches.push((
                 "Secret(Connections)",
-                filled(
+                stored_in(
                     Api::<Secret>::namespaced(self.kube.clone(), namespace),
                     &self.secrets,
-                ),
+                    told,
+                )
+                .boxed(),
             ));
         }
         watches
@@ -699,15 +721,31 @@ pub type WatchProgress = futures::stream::BoxStream<
 /// A watch of `api` that keeps a new store of `stores` filled (without managedFields).
 fn filled<K: crate::controller::Watchable>(api: Api<K>, stores: &StoreList<K>) -> WatchProgress {
     use futures::StreamExt;
+    stored_in(api, stores, |_| {}).boxed()
+}
+
+/// [`filled`], with `told` hearing each event once the cache holds it.
+fn stored_in<K: crate::controller::Watchable>(
+    api: Api<K>,
+    stores: &StoreList<K>,
+    told: impl Fn(&kube::runtime::watcher::Event<K>) + Send + 'static,
+) -> impl futures::Stream<
+    Item = Result<kube::runtime::watcher::Event<()>, kube::runtime::watcher::Error>,
+> + Send
++ 'static {
+    use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, reflector, watcher};
     let (reader, writer) = reflector::store();
     stores.register(reader);
     let objects = watcher(api, watcher::Config::default().any_semantic())
         .default_backoff()
         .modify(|object| object.meta_mut().managed_fields = None);
-    reflector::reflector(writer, objects)
-        .map(|event| event.map(progress))
-        .boxed()
+    reflector::reflector(writer, objects).map(move |event| {
+        if let Ok(event) = &event {
+            told(event);
+        }
+        event.map(progress)
+    })
 }
 
 fn progress<K>(event: kube::runtime::watcher::Event<K>) -> kube::runtime::watcher::Event<()> {

@@ -1010,3 +1010,58 @@ async fn a_config_deleted_while_its_connection_is_out_of_reach_goes_once_it_is_b
         .await;
     h.stop().await;
 }
+
+/// A Connection whose token Secret (in the Connection secret namespace) lacks its key is not
+/// Ready; the key added, it is Ready at once: the Secret's watch wakes it, where the drift check
+/// (an hour here) would have come much later.
+#[tokio::test]
+async fn a_connection_is_ready_as_soon_as_its_token_secret_is_fixed() {
+    use aigw::resources::Connection;
+    use support::harness::CLUSTER_LABEL;
+    let h = Harness::start_with_secret_namespace("ten-conn-fix", Duration::from_secs(3600)).await;
+    let ns = h.env.namespace.clone();
+    h.env
+        .create_from::<Secret>(json!({
+            "metadata": {"name": "fix-token"}, "stringData": {"other": "x"}
+        }))
+        .await;
+    let name = format!("{ns}-fix");
+    let connection: Connection = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+        "metadata": {"name": name, "labels": {CLUSTER_LABEL: ns}},
+        "spec": {"managementUrl": h.emulator.management_url(), "gatewayUrl": h.emulator.gateway_url(),
+                 "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "fix-token", "key": "token"}}}}
+    }))
+    .unwrap();
+    let connections = Api::<Connection>::all(h.env.client.clone());
+    support::create(&connections, &connection).await;
+    let ready = |c: &Connection| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status.clone())
+    };
+    support::wait_until(WAIT, || async {
+        let c = connections.get(&name).await.ok()?;
+        (ready(&c).as_deref() == Some("False")).then_some(())
+    })
+    .await
+    .expect("the Connection was never reported not Ready");
+    let secrets: Api<Secret> = h.env.api();
+    secrets
+        .patch(
+            "fix-token",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"token": "t0ken"}})),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        let c = connections.get(&name).await.ok()?;
+        (ready(&c).as_deref() == Some("True")).then_some(())
+    })
+    .await
+    .expect("the Connection did not become Ready once its Secret held the token");
+    let _ = connections.delete(&name, &DeleteParams::default()).await;
+    h.stop().await;
+}
