@@ -560,25 +560,36 @@ fn users_of_changed_connections<K: Watchable>(
     ctx: &Context,
     store: Store<K>,
     connection_of: fn(&K) -> &str,
-) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<K>> + Send + 'static {
-    let changes = ctx.connection_changes.subscribe();
-    futures::stream::unfold(changes, |mut changes| async move {
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    told(ctx.connection_changes.subscribe(), store, move |o, name| {
+        connection_of(o) == name
+    })
+}
+
+/// The objects of `store` that `concerns` each name told on `names` (lagging past the oldest
+/// is fine: those objects are looked at again at their drift check).
+fn told<K: Watchable>(
+    names: tokio::sync::broadcast::Receiver<String>,
+    store: Store<K>,
+    concerns: impl Fn(&K, &str) -> bool + Send + 'static,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    futures::stream::unfold(names, |mut names| async move {
         loop {
-            match changes.recv().await {
-                Ok(name) => return Some((name, changes)),
+            match names.recv().await {
+                Ok(name) => return Some((name, names)),
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }
         }
     })
     .flat_map(move |name: String| {
-        let users: Vec<_> = store
+        let objects: Vec<_> = store
             .state()
             .iter()
-            .filter(|o| connection_of(o) == name)
-            .map(|o| kube::runtime::reflector::ObjectRef::from_obj(o.as_ref()))
+            .filter(|o| concerns(o, &name))
+            .map(|o| ObjectRef::from_obj(o.as_ref()))
             .collect();
-        futures::stream::iter(users)
+        futures::stream::iter(objects)
     })
 }
 
@@ -629,32 +640,15 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
     // A Connection looks again when a Secret it reads changes (a fixed or rotated token), so
     // its Ready, and its users waiting on it, follow at once rather than at the drift check.
     let secret_namespace = ctx.connections.secret_namespace().map(str::to_string);
-    let readers = {
-        let store = store.clone();
-        futures::stream::unfold(ctx.connections.secret_changes(), |mut changes| async move {
-            loop {
-                match changes.recv().await {
-                    Ok(name) => return Some((name, changes)),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        })
-        .flat_map(move |secret: String| {
-            let reads = |c: &crate::resources::Connection| {
-                c.spec.secret_refs().any(|r| {
-                    Some(r.namespace.as_str()) == secret_namespace.as_deref() && r.name == secret
-                })
-            };
-            let readers: Vec<_> = store
-                .state()
-                .iter()
-                .filter(|c| reads(c))
-                .map(|c| ObjectRef::from_obj(c.as_ref()))
-                .collect();
-            futures::stream::iter(readers)
-        })
-    };
+    let readers = told(
+        ctx.connections.secret_changes(),
+        store.clone(),
+        move |c: &crate::resources::Connection, secret| {
+            c.spec.secret_refs().any(|r| {
+                Some(r.namespace.as_str()) == secret_namespace.as_deref() && r.name == secret
+            })
+        },
+    );
     Controller::for_stream(connections, store)
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_on(readers)
