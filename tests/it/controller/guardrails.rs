@@ -128,19 +128,25 @@ async fn a_secret_parameter_reaches_the_api_and_nothing_else() {
     h.stop().await;
 }
 
-#[tokio::test]
-async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
-    let h = Harness::start_with("gr-refs", Duration::from_secs(1)).await;
-    let slug = ready_card_number_guardrail(&h, "kept").await;
+/// Guardrail `kept`, named by Config `uses-it`, deleted: its slug and the message of its
+/// deletion waiting (`StillReferenced`).
+async fn deletion_held_by_a_config(h: &Harness) -> (String, String) {
+    let slug = ready_card_number_guardrail(h, "kept").await;
     let config = json!({"name": "uses-it", "config": {"input_guardrails": [slug],
         "targets": [{"provider": "@openai"}]}});
     support::objects::create::<Config>(&h.env, "uses-it", config).await;
     h.wait_for::<Config>("uses-it", WAIT, |c| c.ready()).await;
-
     h.env.delete::<Guardrail>("kept").await;
     let message = h
         .condition_message::<Guardrail>("kept", WAIT, ("Stalled", "StillReferenced"))
         .await;
+    (slug, message)
+}
+
+#[tokio::test]
+async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
+    let h = Harness::start_with("gr-refs", Duration::from_secs(1)).await;
+    let (slug, message) = deletion_held_by_a_config(&h).await;
     assert!(message.contains("uses-it"), "{message}");
     assert!(remote(&h, &slug).await.is_some(), "not deleted while named");
 
@@ -160,14 +166,7 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
 #[tokio::test]
 async fn a_guardrail_a_config_stops_naming_is_deleted_at_once() {
     let h = Harness::start("gr-letgo").await;
-    let slug = ready_card_number_guardrail(&h, "kept").await;
-    let config = json!({"name": "uses-it", "config": {"input_guardrails": [slug],
-        "targets": [{"provider": "@openai"}]}});
-    support::objects::create::<Config>(&h.env, "uses-it", config).await;
-    h.wait_for::<Config>("uses-it", WAIT, |c| c.ready()).await;
-    h.env.delete::<Guardrail>("kept").await;
-    h.condition_message::<Guardrail>("kept", WAIT, ("Stalled", "StillReferenced"))
-        .await;
+    let (slug, _) = deletion_held_by_a_config(&h).await;
 
     tokio::time::sleep(Duration::from_secs(45)).await;
     let without = json!({"spec": {"config": {"input_guardrails": []}}});
