@@ -144,6 +144,8 @@ pub struct Drift {
     /// The versions this process's own writes replaced, of the objects whose cache shows the
     /// last of those writes already, for [`REPLACED_KEPT_FOR`] ([`Drift::replaced_by_own_write`]).
     replaced: Mutex<Replaced>,
+    /// The objects (key → uid) whose cleanup is done and whose finalizer is to go.
+    cleaned: Mutex<HashMap<String, String>>,
 }
 
 /// The versions own writes replaced, kept a while after the cache caught up: a reconcile
@@ -193,6 +195,7 @@ impl Drift {
             full_read: Mutex::default(),
             read: Mutex::default(),
             replaced: Mutex::default(),
+            cleaned: Mutex::default(),
         }
     }
 
@@ -379,17 +382,23 @@ impl Drift {
         lock(&self.inputs).remove(key);
         lock(&self.written).remove(key);
         lock(&self.replaced).by_key.remove(key);
+        lock(&self.cleaned).remove(key);
         lock(&self.seen).remove(&key_hash(key));
     }
 
-    /// The cleanup of `key` is done on its copy at `resource_version` and this process's
-    /// finalizers went: its bookkeeping goes as [`Drift::forget`] has it, but that version is
-    /// kept as replaced ([`Drift::replaced_by_own_write`]), so a reconcile of the copy the cache
-    /// still holds (the watch has not brought the deletion yet) does not clean up again (a
-    /// second remote DELETE).
-    pub fn cleaned_up(&self, key: &str, resource_version: Option<String>) {
-        self.forget(key);
-        lock(&self.replaced).keep(key, resource_version.into_iter().collect());
+    /// The cleanup of `key` (the object `uid`) is done: whatever reconcile of it comes next,
+    /// from any copy (the one the cleanup ran on, or one changed meanwhile that still holds the
+    /// finalizer), only lets the finalizer go ([`Drift::cleaned`]), never cleans up again (a
+    /// second remote DELETE). Forgotten with the object, when its watch reports it gone.
+    pub fn cleanup_done(&self, key: &str, uid: Option<&str>) {
+        if let Some(uid) = uid {
+            lock(&self.cleaned).insert(key.to_string(), uid.to_string());
+        }
+    }
+
+    /// Whether the cleanup of `key` (the object `uid`) is done ([`Drift::cleanup_done`]).
+    pub fn cleaned(&self, key: &str, uid: Option<&str>) -> bool {
+        uid.is_some_and(|uid| lock(&self.cleaned).get(key).is_some_and(|done| done == uid))
     }
 
     /// Asks the next reconcile of `key` to read the remote object rather than trust the status.
@@ -916,11 +925,13 @@ mod tests {
             );
         }
         drift.forget(key);
-        // A cleanup done on version 11: a copy at 11 still in the cache is not cleaned up again.
-        drift.cleaned_up(key, Some("11".into()));
-        assert!(drift.replaced_by_own_write(key, Some("11")));
-        assert!(!drift.replaced_by_own_write(key, Some("12")));
+        // A cleanup done: any copy of that object only lets the finalizer go; an object made
+        // again under the name (another uid) is cleaned up; gone, the object is forgotten.
+        drift.cleanup_done(key, Some("uid-1"));
+        assert!(drift.cleaned(key, Some("uid-1")));
+        assert!(!drift.cleaned(key, Some("uid-2")) && !drift.cleaned(key, None));
         drift.forget(key);
+        assert!(!drift.cleaned(key, Some("uid-1")));
         // A write that changed nothing replaced nothing: its version is the current one.
         drift.wrote(key, Some("7"), Some("7".into()), false, None);
         drift.stored(key, Some("7".into()));

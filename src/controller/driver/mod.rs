@@ -89,15 +89,23 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     }
     let ours = ctx.installation.holds(&*object);
     let result = match (object.meta().deletion_timestamp.is_some(), ours) {
-        (true, true) => match cleanup::<K>(&object, &objects, &ctx).await {
-            Ok(action) => {
-                release::<K>(&object, &objects, &ctx).await?;
-                ctx.drift
-                    .cleaned_up(&key, object.meta().resource_version.clone());
-                Ok(action)
+        (true, true) => {
+            // A cleanup done is not done again, whatever copy comes next (one the cache still
+            // holds, one changed meanwhile, a finalizer removal that failed): only its
+            // finalizer is left to go.
+            let uid = object.meta().uid.as_deref();
+            let cleaned = match ctx.drift.cleaned(&key, uid) {
+                true => Ok(Action::await_change()),
+                false => cleanup::<K>(&object, &objects, &ctx).await,
+            };
+            match cleaned {
+                Ok(action) => {
+                    ctx.drift.cleanup_done(&key, uid);
+                    release::<K>(&object, &objects, &ctx).await.map(|()| action)
+                }
+                Err(e) => Err(e),
             }
-            Err(e) => Err(e),
-        },
+        }
         // Nothing of aigw's waits on it: it goes without aigw (it never wrote anything remote).
         (true, false) => Ok(Action::await_change()),
         (false, _) => apply::<K>(&object, &objects, &ctx, unreached).await,

@@ -37,7 +37,6 @@ use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::kinds::config_refs::REFERENCE_NOT_READY;
 use crate::controller::kinds::mcp_integration;
-use crate::controller::process::Watchable;
 use crate::controller::state::triggers::Triggers;
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::Config;
@@ -561,6 +560,6 @@ pub fn watch_referrers(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Worksp
 
 /// [`watch_referrers`] for the objects of kind `K`, of every watched namespace: a Workspace
 /// being deleted hears every change of one ([`Triggers::held_in`]; a live one, none).
-fn held_by<K: Watchable>(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Workspace> {
+fn held_by<K: Managed>(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Workspace> {
     triggers.held_in(None, |_: &Workspace, _: &K| false)
 }

@@ -7,6 +7,8 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
 
+use futures::StreamExt;
+
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -23,7 +25,7 @@ const BUFFERED: usize = 1024;
 
 /// The follower index, and the channel its requeues go out on.
 pub struct Followers {
-    index: Mutex<Index>,
+    index: std::sync::Arc<Mutex<Index>>,
     requeues: broadcast::Sender<Key>,
 }
 
@@ -38,7 +40,7 @@ struct Index {
 impl Default for Followers {
     fn default() -> Self {
         Self {
-            index: Mutex::default(),
+            index: std::sync::Arc::default(),
             requeues: broadcast::channel(BUFFERED).0,
         }
     }
@@ -54,7 +56,7 @@ pub struct Listing {
     relisting: bool,
     /// The followers the re-list has woken so far.
     woken: BTreeSet<Key>,
-    /// The objects the re-list showed: a source it did not show is gone.
+    /// The sources the re-list showed: a source it did not show is gone.
     shown: HashSet<Key>,
 }
 
@@ -125,7 +127,11 @@ impl Followers {
                 .unwrap_or_default()
         };
         if listing.relisting {
-            listing.shown.insert(key);
+            // Only sources are kept (a list of 100,000 objects holds none of the others): a
+            // source listed before its follower counts as gone, which costs a spare wake.
+            if !waiting.is_empty() {
+                listing.shown.insert(key);
+            }
             listing.woken.extend(waiting);
         } else {
             self.wake(waiting);
@@ -140,34 +146,42 @@ impl Followers {
     }
 
     /// The requeues of kind `K`'s objects in `namespace` (`None`: all), for its controller.
+    /// When it fell behind (more wakes at once than the channel holds, a large re-list's end),
+    /// every follower of the kind there is requeued: none of the dropped wakes is lost.
     pub fn requeues<K: Managed>(
         &self,
         namespace: Option<String>,
     ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
         let receiver = self.requeues.subscribe();
+        let index = self.index.clone();
+        let mine = move |(kind, ns, _): &Key| {
+            *kind == K::KIND && (namespace.is_none() || !K::NAMESPACED || *ns == namespace)
+        };
+        let reference = |(_, ns, name): Key| match ns {
+            Some(ns) => ObjectRef::new(&name).within(&ns),
+            None => ObjectRef::new(&name),
+        };
         futures::stream::unfold(receiver, move |mut receiver| {
-            let namespace = namespace.clone();
+            let (index, mine) = (index.clone(), mine.clone());
             async move {
                 loop {
                     match receiver.recv().await {
-                        Ok((kind, ns, name)) => {
-                            let mine = kind == K::KIND
-                                && (namespace.is_none() || !K::NAMESPACED || ns == namespace);
-                            if !mine {
-                                continue;
-                            }
-                            let reference = match &ns {
-                                Some(ns) => ObjectRef::new(&name).within(ns),
-                                None => ObjectRef::new(&name),
-                            };
-                            return Some((reference, receiver));
+                        Ok(key) if mine(&key) => {
+                            return Some((vec![reference(key)], receiver));
                         }
-                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Ok(_) => continue,
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            let index = index.lock().unwrap_or_else(|e| e.into_inner());
+                            let all = index.sources.keys().filter(|k| mine(k)).cloned();
+                            let all: Vec<_> = all.map(reference).collect();
+                            return Some((all, receiver));
+                        }
                         Err(broadcast::error::RecvError::Closed) => return None,
                     }
                 }
             }
         })
+        .flat_map(futures::stream::iter)
     }
 }
 
@@ -222,7 +236,6 @@ mod tests {
     /// followers of a source it no longer shows are woken too.
     #[tokio::test]
     async fn a_relist_wakes_followers_at_its_end_and_those_of_sources_gone() {
-        use futures::StreamExt;
         use watcher::Event;
         let followers = Followers::default();
         let mut requeues = Box::pin(followers.requeues::<crate::resources::Config>(None));

@@ -68,18 +68,21 @@ impl<'a, K: Managed> Triggers<'a, K> {
 
     /// [`Triggers::heard_in`] for the objects of kind `S` that may hold an object of this kind
     /// (`holds`), so that a deletion waiting for its holders goes as soon as the last lets go.
-    /// While an object is being deleted, every change of an `S` wakes it: an edit that drops the
-    /// reference shows only in the holder's new copy, which no longer names it.
-    pub fn held_in<S: Watchable>(
+    /// While an object is being deleted, a spec change of any `S` (one its reconcile has not
+    /// yet observed) and a deletion of one wake it too: an edit that drops the reference shows
+    /// only in the holder's new copy, which no longer names it. A holder's status write does
+    /// not (it drops no reference), so a deletion held in a busy cluster is not read again at
+    /// every write there.
+    pub fn held_in<S: Managed>(
         self,
         namespace: Option<&str>,
         holds: impl Fn(&K, &S) -> bool + Send + Sync + 'static,
     ) -> Self {
         self.heard_in(namespace, move |object: &K, holder: &S| {
-            object.meta().deletion_timestamp.is_some() || holds(object, holder)
+            holds(object, holder)
+                || (object.meta().deletion_timestamp.is_some() && may_let_go(holder))
         })
     }
-
     /// Requeues the objects that `uses` an object of kind `S` of `namespace` (`None`: all)
     /// whenever it changes or goes, and notes that their inputs changed ([`inputs_changed`]).
     pub fn inputs_from<S: Watchable>(
@@ -124,4 +127,12 @@ pub fn inputs_changed<K: Managed>(
             ObjectRef::from_obj(o.as_ref())
         })
         .collect()
+}
+
+/// Whether `holder`'s copy may show a reference dropped: it is being deleted, or its spec
+/// changed since its reconcile last observed it.
+fn may_let_go<S: Managed>(holder: &S) -> bool {
+    use crate::controller::driver::status::CommonStatus;
+    let observed = holder.status().and_then(|s| s.observed_generation());
+    holder.meta().deletion_timestamp.is_some() || observed != holder.meta().generation
 }

@@ -691,3 +691,42 @@ async fn another_installations_create_in_flight_holds_no_lookup_of_this_one() {
     assert!(left.metadata.finalizers.is_none(), "{:?}", left.metadata);
     h.stop().await;
 }
+
+/// A finalizer removal that fails after the remote DELETE (another controller's finalizer,
+/// listed before aigw's, went meanwhile, so the removal's index test fails) is retried alone:
+/// the remote config is deleted once, not once per attempt.
+#[tokio::test]
+async fn a_finalizer_removal_that_fails_after_the_delete_does_not_delete_again() {
+    use support::endpoints::CONFIG_DELETE;
+    let h = Harness::start("eo-release").await;
+    create::<Config>(&h.env, "gone", routing("gone")).await;
+    h.wait_for::<Config>("gone", WAIT, |c| c.ready()).await;
+    let configs = h.env.api::<Config>();
+    let json_patch = |operations: Value| {
+        Patch::Json::<()>(serde_json::from_value(operations).expect("a JSON patch"))
+    };
+    let before = "example.com/before";
+    let add = json!([{"op": "add", "path": "/metadata/finalizers/0", "value": before}]);
+    configs
+        .patch("gone", &PatchParams::default(), &json_patch(add))
+        .await
+        .unwrap();
+    // The DELETE takes 3 s; the other finalizer goes while it is in flight.
+    h.faults(json!({"latency_ms": 3000})).await;
+    h.env.delete::<Config>("gone").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let remove = json!([{"op": "test", "path": "/metadata/finalizers/0", "value": before},
+                        {"op": "remove", "path": "/metadata/finalizers/0"}]);
+    configs
+        .patch("gone", &PatchParams::default(), &json_patch(remove))
+        .await
+        .unwrap();
+    assert!(
+        support::gone_within(&configs, "gone", WAIT).await,
+        "the Config went"
+    );
+    h.faults(json!({})).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.assert_count(CONFIG_DELETE, 1).await;
+    h.stop().await;
+}
