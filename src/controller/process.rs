@@ -486,7 +486,10 @@ async fn run_kind<K: Managed>(
             store.clone(),
             K::connection_name,
         ))
-        .reconcile_on(ctx.followers.requeues::<K>(namespace.clone()));
+        .reconcile_on(
+            ctx.followers
+                .requeues::<K>(namespace.clone(), store.clone()),
+        );
     if with_secrets {
         // Deleting a credentials Secret must be noticed at once, not at the next drift check:
         // each change of a Secret aigw delivered, heard once the delivered-Secrets cache (which

@@ -31,6 +31,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use rand::Rng;
@@ -144,7 +145,8 @@ pub struct Drift {
     /// The versions this process's own writes replaced, of the objects whose cache shows the
     /// last of those writes already, for [`REPLACED_KEPT_FOR`] ([`Drift::replaced_by_own_write`]).
     replaced: Mutex<Replaced>,
-    /// The objects (key → uid) whose cleanup is done and whose finalizer is to go.
+    /// The objects (key → uid and generation) whose cleanup is done and whose finalizer is
+    /// to go.
     cleaned: Mutex<HashMap<String, String>>,
 }
 
@@ -181,6 +183,15 @@ impl Replaced {
             at.elapsed() < REPLACED_KEPT_FOR && versions.iter().any(|v| v == version)
         })
     }
+}
+
+/// One object, at one generation of its spec (its uid, then the generation).
+fn life(meta: &ObjectMeta) -> Option<String> {
+    Some(format!(
+        "{}/{}",
+        meta.uid.as_deref()?,
+        meta.generation.unwrap_or_default()
+    ))
 }
 
 impl Drift {
@@ -386,19 +397,29 @@ impl Drift {
         lock(&self.seen).remove(&key_hash(key));
     }
 
-    /// The cleanup of `key` (the object `uid`) is done: whatever reconcile of it comes next,
-    /// from any copy (the one the cleanup ran on, or one changed meanwhile that still holds the
-    /// finalizer), only lets the finalizer go ([`Drift::cleaned`]), never cleans up again (a
-    /// second remote DELETE). Forgotten with the object, when its watch reports it gone.
-    pub fn cleanup_done(&self, key: &str, uid: Option<&str>) {
-        if let Some(uid) = uid {
-            lock(&self.cleaned).insert(key.to_string(), uid.to_string());
+    /// The cleanup of `key` is done for the object `meta` describes, at its generation:
+    /// whatever reconcile of it comes next, from any copy of that spec (the one the cleanup ran
+    /// on, or one changed meanwhile that still holds the finalizer), only lets the finalizer go
+    /// ([`Drift::cleaned`]), never cleans up again (a second remote DELETE). A spec edited
+    /// meanwhile (`deletionPolicy` turned from `Orphan` to `Delete`) is cleaned up again.
+    /// Forgotten with the object, when its watch reports it gone.
+    pub fn cleanup_done(&self, key: &str, meta: &ObjectMeta) {
+        if let Some(life) = life(meta) {
+            lock(&self.cleaned).insert(key.to_string(), life);
         }
     }
 
-    /// Whether the cleanup of `key` (the object `uid`) is done ([`Drift::cleanup_done`]).
-    pub fn cleaned(&self, key: &str, uid: Option<&str>) -> bool {
-        uid.is_some_and(|uid| lock(&self.cleaned).get(key).is_some_and(|done| done == uid))
+    /// Whether the cleanup of `key` is done for the object and generation `meta` describes
+    /// ([`Drift::cleanup_done`]).
+    pub fn cleaned(&self, key: &str, meta: &ObjectMeta) -> bool {
+        life(meta).is_some_and(|life| lock(&self.cleaned).get(key) == Some(&life))
+    }
+
+    /// The finalizer of `key` went from its copy at `resource_version`: a reconcile of that
+    /// copy, which the cache may hold until its watch reports the object gone, is older than
+    /// this process knows ([`Drift::replaced_by_own_write`]) and waits for the watch.
+    pub fn released(&self, key: &str, resource_version: Option<String>) {
+        lock(&self.replaced).keep(key, resource_version.into_iter().collect());
     }
 
     /// Asks the next reconcile of `key` to read the remote object rather than trust the status.
@@ -927,11 +948,28 @@ mod tests {
         drift.forget(key);
         // A cleanup done: any copy of that object only lets the finalizer go; an object made
         // again under the name (another uid) is cleaned up; gone, the object is forgotten.
-        drift.cleanup_done(key, Some("uid-1"));
-        assert!(drift.cleaned(key, Some("uid-1")));
-        assert!(!drift.cleaned(key, Some("uid-2")) && !drift.cleaned(key, None));
+        let meta = |uid: Option<&str>, generation| ObjectMeta {
+            uid: uid.map(str::to_string),
+            generation: Some(generation),
+            ..Default::default()
+        };
+        drift.cleanup_done(key, &meta(Some("uid-1"), 2));
+        assert!(drift.cleaned(key, &meta(Some("uid-1"), 2)));
+        assert!(
+            !drift.cleaned(key, &meta(Some("uid-1"), 3)),
+            "a spec edited since"
+        );
+        assert!(
+            !drift.cleaned(key, &meta(Some("uid-2"), 2)),
+            "another object of the name"
+        );
+        assert!(!drift.cleaned(key, &meta(None, 2)));
         drift.forget(key);
-        assert!(!drift.cleaned(key, Some("uid-1")));
+        assert!(!drift.cleaned(key, &meta(Some("uid-1"), 2)));
+        // The finalizer gone from version 11: a copy at 11 still cached waits for the watch.
+        drift.released(key, Some("11".into()));
+        assert!(drift.replaced_by_own_write(key, Some("11")));
+        drift.forget(key);
         // A write that changed nothing replaced nothing: its version is the current one.
         drift.wrote(key, Some("7"), Some("7".into()), false, None);
         drift.stored(key, Some("7".into()));

@@ -93,15 +93,17 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
             // A cleanup done is not done again, whatever copy comes next (one the cache still
             // holds, one changed meanwhile, a finalizer removal that failed): only its
             // finalizer is left to go.
-            let uid = object.meta().uid.as_deref();
-            let cleaned = match ctx.drift.cleaned(&key, uid) {
+            let cleaned = match ctx.drift.cleaned(&key, object.meta()) {
                 true => Ok(Action::await_change()),
                 false => cleanup::<K>(&object, &objects, &ctx).await,
             };
             match cleaned {
                 Ok(action) => {
-                    ctx.drift.cleanup_done(&key, uid);
-                    release::<K>(&object, &objects, &ctx).await.map(|()| action)
+                    ctx.drift.cleanup_done(&key, object.meta());
+                    release::<K>(&object, &objects, &ctx).await?;
+                    ctx.drift
+                        .released(&key, object.meta().resource_version.clone());
+                    Ok(action)
                 }
                 Err(e) => Err(e),
             }

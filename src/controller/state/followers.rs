@@ -147,10 +147,12 @@ impl Followers {
 
     /// The requeues of kind `K`'s objects in `namespace` (`None`: all), for its controller.
     /// When it fell behind (more wakes at once than the channel holds, a large re-list's end),
-    /// every follower of the kind there is requeued: none of the dropped wakes is lost.
+    /// every follower of the kind there that its cache (`store`) holds is requeued: none of the
+    /// dropped wakes is lost.
     pub fn requeues<K: Managed>(
         &self,
         namespace: Option<String>,
+        store: kube::runtime::reflector::Store<K>,
     ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
         let receiver = self.requeues.subscribe();
         let index = self.index.clone();
@@ -162,7 +164,7 @@ impl Followers {
             None => ObjectRef::new(&name),
         };
         futures::stream::unfold(receiver, move |mut receiver| {
-            let (index, mine) = (index.clone(), mine.clone());
+            let (index, mine, store) = (index.clone(), mine.clone(), store.clone());
             async move {
                 loop {
                     match receiver.recv().await {
@@ -173,7 +175,8 @@ impl Followers {
                         Err(broadcast::error::RecvError::Lagged(_)) => {
                             let index = index.lock().unwrap_or_else(|e| e.into_inner());
                             let all = index.sources.keys().filter(|k| mine(k)).cloned();
-                            let all: Vec<_> = all.map(reference).collect();
+                            let all = all.map(reference).filter(|r| store.get(r).is_some());
+                            let all: Vec<_> = all.collect();
                             return Some((all, receiver));
                         }
                         Err(broadcast::error::RecvError::Closed) => return None,
@@ -238,7 +241,8 @@ mod tests {
     async fn a_relist_wakes_followers_at_its_end_and_those_of_sources_gone() {
         use watcher::Event;
         let followers = Followers::default();
-        let mut requeues = Box::pin(followers.requeues::<crate::resources::Config>(None));
+        let (store, _writer) = kube::runtime::reflector::store();
+        let mut requeues = Box::pin(followers.requeues::<crate::resources::Config>(None, store));
         let mut listing = Listing::new(Some("dev".into()));
         let mut prod = Listing::new(Some("prod".into()));
         let web = config("dev", "web", None);

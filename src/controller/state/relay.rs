@@ -125,8 +125,19 @@ where
     /// Takes one event of the watch, after its cache stored it.
     pub fn stored(&mut self, relay: &Relay, event: &watcher::Event<K>) {
         match event {
-            watcher::Event::Apply(object) | watcher::Event::Delete(object) => {
+            watcher::Event::Apply(object) => {
                 relay.publish(object.namespace(), || Arc::new(object.clone()));
+            }
+            // Gone: relayed as being deleted whatever its last copy says (one deleted without a
+            // finalizer carries no deletionTimestamp), so a deletion waiting for it hears it.
+            watcher::Event::Delete(object) => {
+                relay.publish(object.namespace(), || {
+                    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+                    let mut gone = object.clone();
+                    let now = Time(k8s_openapi::jiff::Timestamp::now());
+                    gone.meta_mut().deletion_timestamp.get_or_insert(now);
+                    Arc::new(gone)
+                });
             }
             watcher::Event::Init => self.relisted.clear(),
             watcher::Event::InitApply(object) if self.listed_once => {

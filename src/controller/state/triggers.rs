@@ -69,7 +69,8 @@ impl<'a, K: Managed> Triggers<'a, K> {
     /// [`Triggers::heard_in`] for the objects of kind `S` that may hold an object of this kind
     /// (`holds`), so that a deletion waiting for its holders goes as soon as the last lets go.
     /// While an object is being deleted, a spec change of any `S` (one its reconcile has not
-    /// yet observed) and a deletion of one wake it too: an edit that drops the reference shows
+    /// yet observed) and a deletion of one (relayed as such, [`super::relay::Relayed`]) wake
+    /// it too: an edit that drops the reference shows
     /// only in the holder's new copy, which no longer names it. A holder's status write does
     /// not (it drops no reference), so a deletion held in a busy cluster is not read again at
     /// every write there.
