@@ -56,13 +56,17 @@ pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result
     let changed = before.as_ref().and_then(|b| b.observed_generation) != generation
         || ready(before.as_ref()) != ready(Some(&status));
     // Every replica's cache tells the users when the status shows the change
-    // (`process::run_connections`); a dry run writes no status, so it tells them here.
-    if changed && ctx.dry_run {
-        // Nobody listening (no kind controller yet) is fine.
-        let _ = ctx.connection_changes.send(name.clone());
-    }
-    // `--dry-run` writes no status, a Connection's neither.
-    if worth_writing(before.as_ref(), &status) && !ctx.dry_run {
+    // (`process::run_connections`); a status not written (a dry run writes none, or the write
+    // failed) is told here, to this replica's users.
+    let tell = || {
+        if changed {
+            // Nobody listening (no kind controller yet) is fine.
+            let _ = ctx.connection_changes.send(name.clone());
+        }
+    };
+    if ctx.dry_run {
+        tell();
+    } else if worth_writing(before.as_ref(), &status) {
         let patch = serde_json::json!({"apiVersion": Connection::api_version(&()), "kind": "Connection", "status": status});
         Api::<Connection>::all(ctx.kube.clone())
             .patch_status(
@@ -71,7 +75,10 @@ pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result
                 &Patch::Apply(&patch),
             )
             .await
-            .map_err(|e| Error::kube(format!("write status of Connection {name}"), e))?;
+            .map_err(|e| {
+                tell();
+                Error::kube(format!("write status of Connection {name}"), e)
+            })?;
     }
     // Secrets and token endpoints change outside this object: check again periodically.
     Ok(Action::requeue(jittered(ctx.drift_interval)))
