@@ -21,7 +21,7 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::Created;
 use crate::controller::driver::gate::tenant_id;
-use crate::controller::driver::referenced::ready_named;
+use crate::controller::driver::referenced::{ready_named, users};
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs, still_referenced};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -242,23 +242,19 @@ fn ready_reference(integration: &Integration, ctx: &Context, name: &str) -> Resu
 }
 
 /// The Integration resources whose `spec.secretMappings` name the SecretReference resource
-/// `name` (by resource) or `keys` (its UUID and slug, as a `secretReference`), by name.
-pub fn mapping(ctx: &Context, name: &str, keys: &[String]) -> Vec<String> {
-    let all = ctx.stores.of::<Integration>().all();
-    let mut names: Vec<String> = all
-        .into_iter()
-        .filter(|i| {
-            i.spec.secret_mappings.iter().flatten().any(|m| {
-                by_resource(m) == Some(name)
-                    || m.secret_reference
-                        .as_ref()
-                        .is_some_and(|k| keys.contains(k))
-            })
+/// `name` (by resource) or `keys` (its UUID and slug, as a `secretReference`), by name, of
+/// every watched one ([`users`]: it waits while the caches fill).
+pub async fn mapping(ctx: &Context, name: &str, keys: &[String]) -> Result<Vec<String>, Halt> {
+    let question = "whether an Integration maps this secret reference";
+    let maps = |i: &Integration| {
+        i.spec.secret_mappings.iter().flatten().any(|m| {
+            by_resource(m) == Some(name)
+                || m.secret_reference
+                    .as_ref()
+                    .is_some_and(|k| keys.contains(k))
         })
-        .map(|i| i.name_any())
-        .collect();
-    names.sort();
-    names
+    };
+    users(ctx, question, maps, |i: &Integration| i.name_any()).await
 }
 
 /// `keySecretRef.namespace`, when given, must be the operator's Connection secret namespace: a

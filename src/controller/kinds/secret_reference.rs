@@ -102,21 +102,8 @@ impl Verbs for SecretReference {
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let keys = self.status.as_ref().map(Recorded::remote_key_strings);
         let keys = keys.unwrap_or_default();
-        let integrations = cx.ctx.stores.of::<crate::resources::Integration>();
-        let listed = cx.ctx.stores_of::<crate::resources::Integration>();
-        if !integrations
-            .listed(
-                listed,
-                crate::controller::driver::gate::CACHES_LISTED_WITHIN,
-            )
-            .await
-        {
-            return Err(crate::controller::error::Wait::CachesNotReady(
-                "the Integration cache has not listed yet, so whether one maps this reference cannot be decided; waiting".into(),
-            )
-            .into());
-        }
-        let users = crate::controller::kinds::integration::mapping(cx.ctx, &self.name_any(), &keys);
+        let users =
+            crate::controller::kinds::integration::mapping(cx.ctx, &self.name_any(), &keys).await?;
         still_referenced::<Self>(key, "mapped by Integration", &users, "none maps it")
     }
     /// The API's 400 while an integration maps a field to the reference: `StillReferenced`
