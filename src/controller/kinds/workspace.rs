@@ -529,8 +529,9 @@ async fn default_config(
 
 /// Requeues a Workspace being deleted whenever an object of a kind that may name it (by UUID or
 /// slug, or by `spec.workspaceRef`) changes or goes, so that its archive, which waits for them
-/// (`StillReferenced`), goes on as soon as the last one lets go. Any change counts: an edit that
-/// drops the reference shows only in the new copy, which no longer names the Workspace.
+/// (`StillReferenced`), goes on as soon as the last one lets go. A spec change or a deletion of
+/// any one counts ([`Triggers::held_in`]): an edit that drops the reference shows only in the
+/// new copy, which no longer names the Workspace.
 pub fn watch_referrers(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Workspace> {
     use crate::resources::{
         ApiKey, Deployment, Guardrail, McpIntegration, McpServer, Provider, RateLimitsPolicy,
@@ -559,7 +560,8 @@ pub fn watch_referrers(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Worksp
 }
 
 /// [`watch_referrers`] for the objects of kind `K`, of every watched namespace: a Workspace
-/// being deleted hears every change of one ([`Triggers::held_in`]; a live one, none).
+/// being deleted hears a spec change or a deletion of one ([`Triggers::held_in`]; a live one,
+/// none).
 fn held_by<K: Managed>(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Workspace> {
     triggers.held_in(None, |_: &Workspace, _: &K| false)
 }

@@ -5,7 +5,7 @@
 //! lookup per event rather than a scan of every cached object.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 
@@ -25,7 +25,7 @@ const BUFFERED: usize = 1024;
 
 /// The follower index, and the channel its requeues go out on.
 pub struct Followers {
-    index: std::sync::Arc<Mutex<Index>>,
+    index: Arc<Mutex<Index>>,
     requeues: broadcast::Sender<Key>,
 }
 
@@ -40,7 +40,7 @@ struct Index {
 impl Default for Followers {
     fn default() -> Self {
         Self {
-            index: std::sync::Arc::default(),
+            index: Arc::default(),
             requeues: broadcast::channel(BUFFERED).0,
         }
     }

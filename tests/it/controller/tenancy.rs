@@ -1017,24 +1017,8 @@ async fn a_config_deleted_while_its_connection_is_out_of_reach_goes_once_it_is_b
 #[tokio::test]
 async fn a_connection_is_ready_as_soon_as_its_token_secret_is_fixed() {
     use aigw::resources::Connection;
-    use support::harness::CLUSTER_LABEL;
     let h = Harness::start_with_secret_namespace("ten-conn-fix", Duration::from_secs(3600)).await;
-    let ns = h.env.namespace.clone();
-    h.env
-        .create_from::<Secret>(json!({
-            "metadata": {"name": "fix-token"}, "stringData": {"other": "x"}
-        }))
-        .await;
-    let name = format!("{ns}-fix");
-    let connection: Connection = serde_json::from_value(json!({
-        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
-        "metadata": {"name": name, "labels": {CLUSTER_LABEL: ns}},
-        "spec": {"managementUrl": h.emulator.management_url(), "gatewayUrl": h.emulator.gateway_url(),
-                 "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "fix-token", "key": "token"}}}}
-    }))
-    .unwrap();
-    let connections = Api::<Connection>::all(h.env.client.clone());
-    support::create(&connections, &connection).await;
+    let (name, connections) = h.connection_with_secret("fix", json!({"other": "x"})).await;
     let ready = |c: &Connection| {
         c.status
             .as_ref()

@@ -623,20 +623,33 @@ impl Harness {
     /// reach, with its token Secret `reach-token`: its name and the Connections' API, to
     /// relabel it out of reach (`CLUSTER_LABEL` set to another value) and back.
     pub async fn connection_in_reach(&self) -> (String, kube::Api<aigw::resources::Connection>) {
+        let data = serde_json::json!({ "token": TOKEN });
+        self.connection_with_secret("reach", data).await
+    }
+
+    /// A Connection `<namespace>-<suffix>` to this test's emulator, labelled into this
+    /// operator's reach, whose bearer token is key `token` of Secret `<suffix>-token`, created
+    /// with `string_data` in this test's namespace: its name and the Connections' API.
+    pub async fn connection_with_secret(
+        &self,
+        suffix: &str,
+        string_data: serde_json::Value,
+    ) -> (String, kube::Api<aigw::resources::Connection>) {
         use k8s_openapi::api::core::v1::Secret;
         let ns = &self.env.namespace;
+        let secret = format!("{suffix}-token");
         self.env
             .create_from::<Secret>(serde_json::json!({
-                "metadata": {"name": "reach-token"}, "stringData": {"token": TOKEN}
+                "metadata": {"name": secret}, "stringData": string_data
             }))
             .await;
-        let name = format!("{ns}-reach");
+        let name = format!("{ns}-{suffix}");
         let connection: aigw::resources::Connection = serde_json::from_value(serde_json::json!({
             "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
             "metadata": {"name": name, "labels": {CLUSTER_LABEL: ns}},
             "spec": {"managementUrl": self.emulator.management_url(),
                      "gatewayUrl": self.emulator.gateway_url(),
-                     "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "reach-token", "key": "token"}}}}
+                     "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": secret, "key": "token"}}}}
         }))
         .unwrap();
         let connections = kube::Api::all(self.env.client.clone());
