@@ -9,6 +9,7 @@ use aigw::api::{self, ClientConfig};
 use aigw::controller::runtime::apiserver;
 use aigw::controller::runtime::hash_key;
 use aigw::controller::runtime::leader::{self, Elector, LeaseSettings};
+use aigw::controller::state::claim_guard::ClaimMode;
 use aigw::controller::{self, Connections, Context, Leadership, Metrics, Settings};
 use clap::builder::BoolishValueParser;
 
@@ -45,6 +46,13 @@ pub struct OperatorArgs {
     /// `<release namespace>/<release fullname>`).
     #[arg(long, env = "AIGW_INSTALLATION_ID", value_name = "ID", value_parser = parse_installation_id)]
     installation_id: Option<String>,
+    /// How a new object is taken for this installation. `auto`: in the metadata write it gets
+    /// anyway (the finalizer and create intent before a create) while the admission policy
+    /// `aigw-installation-claims` (shipped with the CRDs) guards the `aigw.io/installation`
+    /// annotation, by a `status.installation` record first otherwise (checked at start and every
+    /// 30 s). `status`: always by the status record, one apiserver write more per new object.
+    #[arg(long, env = "AIGW_CLAIMS", value_enum, default_value_t = ClaimMode::Auto, value_name = "MODE")]
+    claims: ClaimMode,
     /// Reconciles running at once, per kind, over all its watched namespaces.
     #[arg(long, env = "AIGW_CONCURRENCY", default_value_t = 4, value_name = "N")]
     concurrency: u16,
@@ -299,6 +307,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         },
         call_windows,
         concurrent_lists: args.concurrent_lists,
+        claims: args.claims,
     };
     tracing::info!(installation = %settings.installation_id, "this installation acts only on the objects it claims (aigw.io/installation)");
     let grants = args

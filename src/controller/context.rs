@@ -93,6 +93,9 @@ pub struct Settings {
     pub call_windows: driver::create::CallWindows,
     /// How many watches list at once (`--concurrent-lists`; `0`: any number).
     pub concurrent_lists: usize,
+    /// How a new object is taken (`--claims`): in its first metadata write while the claim
+    /// annotation is guarded at admission, or always by a status record first.
+    pub claims: crate::controller::state::claim_guard::ClaimMode,
 }
 
 impl Default for Settings {
@@ -109,6 +112,7 @@ impl Default for Settings {
             rotation: Default::default(),
             call_windows: Default::default(),
             concurrent_lists: crate::controller::runtime::lists::AT_ONCE,
+            claims: Default::default(),
         }
     }
 }

@@ -19,6 +19,7 @@ use super::runtime::lists::Lists;
 use super::runtime::shard_cache;
 use super::runtime::shards::Shards;
 use super::runtime::{health, unreadable};
+use super::state::claim_guard::{self, ClaimMode};
 use super::state::connection_reach::ConnectionReach;
 use super::state::triggers::Triggers;
 use super::state::{followers, relay};
@@ -767,9 +768,16 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     }
     let mut tasks = Vec::new();
     let mut passes = Vec::new();
+    let mut helpers = Vec::new();
+    // Whether a new object is taken in its first metadata write: known before any controller
+    // starts, then followed.
+    if settings.claims == ClaimMode::Auto {
+        let guard = ctx.installation.guard().clone();
+        claim_guard::check(&ctx.kube, &guard).await;
+        helpers.push(tokio::spawn(claim_guard::follow(ctx.kube.clone(), guard)));
+    }
     // The Secrets aigw writes or reads, per watched namespace ([`super::secret_cache`]): their
     // caches exist before any controller reads them.
-    let mut helpers = Vec::new();
     let mut secret_watches = Vec::new();
     for namespace in &namespaces {
         secret_watches.extend(ctx.secrets.watch(&ctx, namespace.as_deref()));

@@ -51,6 +51,15 @@ pub(super) async fn finish<K: Managed>(
         Ending::Applied(result) => Some(result.is_ok()),
         _ => None,
     };
+    let records = match &ending {
+        Ending::Later(_) | Ending::Mode(_) => false,
+        Ending::Refused(halt) | Ending::Applied(Err(halt)) => !halt.records_nothing(),
+        Ending::Kept(_) | Ending::Applied(Ok(_)) => true,
+    };
+    if records {
+        // A new object's claim comes before anything recorded about it.
+        cx.settle_claim().await?;
+    }
     let (action, mut changes) = match ending {
         Ending::Later(action) => return Ok(action),
         Ending::Mode(result) => return result,

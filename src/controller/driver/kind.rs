@@ -354,6 +354,10 @@ pub struct Cx<'a, K: Managed> {
     finalized: std::sync::atomic::AtomicBool,
     /// Set once a metadata write of this reconcile carried this installation's claim.
     claimed: std::sync::atomic::AtomicBool,
+    /// Set when this reconcile takes a new object while the claim annotation is guarded at
+    /// admission ([`Cx::taking`]): its first write carries the claim, and nothing else comes
+    /// before it ([`Cx::settle_claim`]).
+    owes_claim: std::sync::atomic::AtomicBool,
 }
 
 impl<'a, K: Managed> Cx<'a, K> {
@@ -393,6 +397,58 @@ impl<'a, K: Managed> Cx<'a, K> {
             wrote_remotely: Default::default(),
             finalized: ctx.installation.holds(object).into(),
             claimed: Default::default(),
+            owes_claim: Default::default(),
+        }
+    }
+
+    /// This reconcile takes its object (claimed by nobody) without a status record first,
+    /// the claim annotation being guarded at admission
+    /// ([`crate::controller::state::claim_guard`]): the first metadata write carries the claim
+    /// (the finalizer and create intent before a create), and a reconcile that would write a
+    /// status, publish an event or write remotely before one writes the claim first
+    /// ([`Self::settle_claim`]). Each such write carries the resourceVersion the decision was
+    /// made on, so of two installations racing for the object exactly one takes it.
+    pub(super) fn taking(self, take: bool) -> Self {
+        self.owes_claim
+            .store(take, std::sync::atomic::Ordering::SeqCst);
+        self
+    }
+
+    /// Writes the claim of an object this reconcile takes ([`Self::taking`]) when no write has
+    /// carried it yet: one metadata write of the annotation, guarded by the resourceVersion the
+    /// decision was made on (a conflict records nothing: the next reconcile decides again).
+    /// Called before any status write or event of the reconcile.
+    pub(super) async fn settle_claim(&self) -> Result<(), Halt> {
+        use crate::controller::state::installation::ANNOTATION;
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.ctx.dry_run || !self.owes_claim.load(SeqCst) || self.claimed.load(SeqCst) {
+            return Ok(());
+        }
+        let metadata = serde_json::json!({
+            "resourceVersion": self.expected_version(),
+            "annotations": {ANNOTATION: self.ctx.installation.id()},
+        });
+        let name = self.name();
+        self.patch_metadata(metadata, false)
+            .await
+            .map_err(|e| write_failed::<K>("claim", &name, e))?;
+        self.claimed.store(true, SeqCst);
+        Ok(())
+    }
+
+    /// Whether the status this reconcile writes records this installation
+    /// (`status.installation`): its status records it already, or, with the claim annotation
+    /// guarded at admission, the annotation names it (as read, or written by this reconcile).
+    fn records_installation(&self) -> bool {
+        use crate::controller::state::installation::Claim;
+        let me = self.ctx.installation.id();
+        match self.object.recorded_installation() {
+            Some(id) => id == me,
+            None => {
+                self.claimed.load(std::sync::atomic::Ordering::SeqCst)
+                    || (self.ctx.installation.claims_by_annotation()
+                        && self.ctx.installation.annotated(self.object) == Claim::Ours)
+            }
         }
     }
 
@@ -583,8 +639,11 @@ impl<'a, K: Managed> Cx<'a, K> {
         self.object.namespace().unwrap_or_default()
     }
 
-    /// Publishes a Warning event about this object.
+    /// Publishes a Warning event about this object (after its claim: [`Self::settle_claim`]).
     pub async fn warn(&self, reason: &str, message: &str) {
+        if self.settle_claim().await.is_err() {
+            return;
+        }
         publish(
             self.ctx,
             self.object,
@@ -613,6 +672,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             // `--dry-run` writes no status: what it would do goes into `Would…` events.
             return Ok(());
         }
+        self.settle_claim().await?;
         let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let held = saved
             .clone()
@@ -687,11 +747,11 @@ impl<'a, K: Managed> Cx<'a, K> {
             })?;
         let expected = self.expected_version();
         // The installation recorded for this object goes on being recorded (also by the
-        // kind's field manager), whatever status this reconcile started from.
-        let me = self.ctx.installation.id();
+        // kind's field manager), whatever status this reconcile started from; one that took
+        // the object by its guarded annotation is recorded with the first status it writes.
         let mut status = status.clone();
-        if self.object.recorded_installation() == Some(me) {
-            *status.installation_mut() = Some(me.to_string());
+        if self.records_installation() {
+            *status.installation_mut() = Some(self.ctx.installation.id().to_string());
         }
         let status = &status;
         let written =

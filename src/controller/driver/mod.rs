@@ -110,7 +110,7 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
         }
         // Nothing of aigw's waits on it: it goes without aigw (it never wrote anything remote).
         (true, false) => Ok(Action::await_change()),
-        (false, _) => apply::<K>(&object, &objects, &ctx, unreached).await,
+        (false, _) => apply::<K>(&object, &objects, &ctx, unreached, take).await,
     };
     ctx.metrics
         .observe_reconcile(K::KIND, result.is_ok(), started.elapsed());
@@ -211,7 +211,10 @@ async fn record_installation<K: Managed>(
 ) -> Result<Option<K>, Halt> {
     use crate::controller::state::installation::{self, Claim};
     let me = ctx.installation.id();
-    if ctx.dry_run
+    // With the claim annotation guarded at admission, the reconcile's own writes carry the
+    // claim ([`Cx::taking`]) and its first status write the record.
+    if ctx.installation.claims_by_annotation()
+        || ctx.dry_run
         || object.meta().deletion_timestamp.is_some()
         || object.recorded_installation() == Some(me)
         || (!take && ctx.installation.claim_on(object) != Claim::Ours)
@@ -294,7 +297,7 @@ async fn dry_run<K: Managed>(
         Some(_) if ours => cleanup::<K>(object, objects, ctx).await,
         // Nothing of aigw's waits on it: it goes without aigw.
         Some(_) => Ok(Action::await_change()),
-        None => apply::<K>(object, objects, ctx, unreached).await,
+        None => apply::<K>(object, objects, ctx, unreached, false).await,
     }
 }
 
@@ -362,10 +365,12 @@ async fn apply<K: Managed>(
     objects: &Api<K>,
     ctx: &Context,
     unreached: Option<Halt>,
+    take: bool,
 ) -> Result<Action, Halt> {
     let key = object_key(object);
     let before = object.status().cloned();
-    let cx = Cx::new(ctx, objects.clone(), object);
+    let cx = Cx::new(ctx, objects.clone(), object)
+        .taking(take && ctx.installation.claims_by_annotation());
     let mut status = before.clone().unwrap_or_default();
     let ending = run(&cx, &key, before.as_ref(), &mut status, unreached).await;
     let action = finish(&cx, &key, before.as_ref(), status, ending).await?;
@@ -388,6 +393,9 @@ async fn run<K: Managed>(
     // A pause waits for work in flight (a create or rotation whose intent is recorded) to
     // finish: a rotation is never frozen between its PUT and its Secret write.
     if object.paused() && !before.is_some_and(|s| s.has_intent()) {
+        if let Err(halt) = cx.settle_claim().await {
+            return Ending::Mode(Err(halt));
+        }
         return Ending::Mode(hold_paused(cx, before).await);
     }
     resume_if_paused(status, generation);
@@ -435,6 +443,9 @@ async fn run<K: Managed>(
         );
     }
     if object.management_policy() == ManagementPolicy::Observe {
+        if let Err(halt) = cx.settle_claim().await {
+            return Ending::Mode(Err(halt));
+        }
         let observed = std::mem::take(status);
         return Ending::Mode(observe_mode(cx, key, before, observed).await);
     }

@@ -46,6 +46,7 @@ use kube::core::{Expression, Selector, SelectorExt};
 use kube::{Resource, ResourceExt};
 
 use crate::controller::error::{Error, Halt, Wait};
+use crate::controller::state::claim_guard::Guard;
 use crate::controller::state::claims::Claims;
 use crate::resources::common::FINALIZER;
 
@@ -70,6 +71,9 @@ pub struct Installation {
     selector: Option<Selector>,
     /// Its finalizer ([`finalizer_of`]).
     finalizer: String,
+    /// Whether the admission guard of the claim annotation is in force
+    /// ([`crate::controller::state::claim_guard`]).
+    guard: Guard,
 }
 
 impl Default for Installation {
@@ -78,6 +82,7 @@ impl Default for Installation {
             id: DEFAULT_ID.to_string(),
             selector: None,
             finalizer: FINALIZER.to_string(),
+            guard: Guard::default(),
         }
     }
 }
@@ -94,11 +99,24 @@ impl Installation {
             id: id.to_string(),
             selector,
             finalizer: finalizer_of(id),
+            guard: Guard::default(),
         })
     }
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Whether the claim annotation is guarded at admission, shared by every copy of this
+    /// installation ([`crate::controller::state::claim_guard::follow`] keeps it).
+    pub fn guard(&self) -> &Guard {
+        &self.guard
+    }
+
+    /// True when this installation takes a new object in its first metadata write (the
+    /// annotation is guarded at admission) rather than by a status record first.
+    pub fn claims_by_annotation(&self) -> bool {
+        self.guard.in_force()
     }
 
     /// The finalizer this installation puts on the objects it writes remotely for

@@ -1,3 +1,4 @@
+pub mod claim_guard;
 pub mod claims;
 pub mod connection_reach;
 pub mod connections;

@@ -340,3 +340,119 @@ async fn a_deleted_object_from_before_claims_is_not_held_by_the_shared_finalizer
     drop((a, b));
     h.stop().await;
 }
+
+/// The claim annotation is guarded at admission (the policy `aigw-installation-claims` of
+/// `crds/`): a tenant with every right on the namespaced kinds but their status (what the
+/// chart's user roles grant) cannot move an object to another installation, neither by
+/// rewriting its claim nor by removing it; the refusal names the field. Its other edits pass,
+/// and an annotation it writes at creation still proposes a new object to an installation.
+#[tokio::test]
+async fn a_tenant_can_neither_rewrite_nor_remove_a_guarded_claim() {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let h = without_operator("atk-guard").await;
+    let (a, b) = two(&h).await;
+    create::<Config>(&h.env, "guarded", routing("guarded")).await;
+    let made = h
+        .wait_for::<Config>("guarded", WAIT, |c| c.ready() && recorded(c).is_some())
+        .await;
+    let owner = claim(&made).expect("the taken object carries its claim");
+    assert_eq!(recorded(&made).as_ref(), Some(&owner));
+    let other = if owner == a.id { &b.id } else { &a.id };
+
+    let user = format!("{}-tenant", h.env.namespace);
+    h.env
+        .create_from::<Role>(json!({
+            "metadata": {"name": "tenant"},
+            "rules": [{"apiGroups": ["aigw.io"], "resources": ["configs"], "verbs": ["*"]}]
+        }))
+        .await;
+    h.env
+        .create_from::<RoleBinding>(json!({
+            "metadata": {"name": "tenant"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+        }))
+        .await;
+    let tenant: Api<Config> =
+        Api::namespaced(support::impersonating(&user).await, &h.env.namespace);
+    for (what, annotations) in [
+        ("rewritten", json!({ANNOTATION: other})),
+        ("removed", json!({ANNOTATION: null})),
+    ] {
+        let refused = tenant
+            .patch(
+                "guarded",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+            )
+            .await;
+        match refused {
+            Err(kube::Error::Api(status)) => assert!(
+                status.code == 403
+                    && status
+                        .message
+                        .contains("metadata.annotations[aigw.io/installation]"),
+                "{what}: {status:?}"
+            ),
+            Ok(_) => panic!("a tenant's claim {what} was admitted"),
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+    tenant
+        .patch(
+            "guarded",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"team": "x"}}})),
+        )
+        .await
+        .expect("another annotation is the tenant's to write");
+    let kept = tenant.get("guarded").await.unwrap();
+    assert_eq!(claim(&kept).as_ref(), Some(&owner));
+    assert_eq!(recorded(&kept).as_ref(), Some(&owner));
+
+    let proposed = routing_config(
+        json!({"name": "proposed", "annotations": {ANNOTATION: other}}),
+        "proposed",
+    );
+    tenant
+        .create(&PostParams::default(), &proposed)
+        .await
+        .expect("a claim written at creation proposes the object");
+    let taken = h
+        .wait_for::<Config>("proposed", WAIT, |c| recorded(c).is_some())
+        .await;
+    assert_eq!(recorded(&taken).as_ref(), Some(other));
+    drop((a, b));
+    h.stop().await;
+}
+
+/// Without the guard (`--claims status`, or a cluster without the policy) a new object is
+/// taken by its status record before anything else, and its create costs three apiserver
+/// writes: the record, the finalizer with the create intent and the claim, the result.
+#[tokio::test]
+async fn without_the_guard_a_new_object_is_taken_by_its_status_record_first() {
+    use aigw::controller::state::claim_guard::ClaimMode;
+    let h = without_operator("atk-status").await;
+    let selector = format!("{CLUSTER_LABEL}={}", h.env.namespace);
+    let only = h
+        .installation_claiming("inst-s", &selector, ClaimMode::Status)
+        .await;
+    create::<Config>(&h.env, "recorded", routing("recorded")).await;
+    let made = h.wait_for::<Config>("recorded", WAIT, |c| c.ready()).await;
+    assert_eq!(recorded(&made).as_deref(), Some("inst-s"));
+    assert_eq!(claim(&made).as_deref(), Some("inst-s"));
+    let path = format!(
+        "/apis/aigw.io/v1alpha1/namespaces/{}/configs/recorded",
+        h.env.namespace
+    );
+    assert_eq!(
+        only.writes_to("configs", "recorded"),
+        [
+            format!("PATCH {path}/status 200"),
+            format!("PATCH {path} 200"),
+            format!("PATCH {path}/status 200"),
+        ]
+    );
+    drop(only);
+    h.stop().await;
+}

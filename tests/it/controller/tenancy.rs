@@ -424,8 +424,9 @@ async fn two_installations_act_only_on_their_own_objects() {
     assert!(guardrail_copies(by_id(&guardrail_owner)).await > 0);
 
     // In the cluster: the installation that did not take an object wrote nothing about it. Of
-    // two racing for an unclaimed one, the loser's claim (its status record) may have been sent
-    // and refused (409, the precondition): that changed nothing.
+    // two racing for an unclaimed one, the loser's claim (with the claim annotation guarded at
+    // admission, its first metadata write) may have been sent and refused (409, the
+    // precondition): that changed nothing.
     let not_theirs = [
         (other(&shared_owner), "configs", "shared".to_string(), true),
         (&a, "configs", "through-b".to_string(), false),
@@ -439,7 +440,7 @@ async fn two_installations_act_only_on_their_own_objects() {
     for (installation, resource, name, raced) in not_theirs {
         let writes = installation.writes_to(resource, &name);
         let refused_claim = format!(
-            "PATCH /apis/aigw.io/v1alpha1/{}{resource}/{name}/status 409",
+            "PATCH /apis/aigw.io/v1alpha1/{}{resource}/{name} 409",
             match resource {
                 "configs" => format!("namespaces/{ns}/"),
                 _ => String::new(),
@@ -466,9 +467,9 @@ async fn two_installations_act_only_on_their_own_objects() {
             );
         }
     }
-    // Taking and creating a new object costs three apiserver writes, in this order: the claim
-    // (its status record, before anything else), the finalizer with the create intent and the
-    // claim's annotation (one metadata write, before the POST), and the result.
+    // Taking and creating a new object costs two apiserver writes, in this order: the claim's
+    // annotation with the finalizer and the create intent (one metadata write, before anything
+    // else and before the POST), and the result, which records the installation in status.
     let path = format!("/apis/aigw.io/v1alpha1/namespaces/{ns}/configs/through-b");
     let done: Vec<String> = b
         .writes_to("configs", "through-b")
@@ -478,11 +479,18 @@ async fn two_installations_act_only_on_their_own_objects() {
     assert_eq!(
         done,
         [
-            format!("PATCH {path}/status 200"),
             format!("PATCH {path} 200"),
             format!("PATCH {path}/status 200"),
         ],
         "the writes of a create"
+    );
+    assert_eq!(
+        through
+            .status
+            .as_ref()
+            .and_then(|s| s.managed.installation.as_deref()),
+        Some("inst-b"),
+        "the result records the installation"
     );
     assert_eq!(
         claim(through.metadata.annotations.as_ref()).as_deref(),

@@ -816,6 +816,17 @@ impl Harness {
     /// Starts installation `id` over this harness's namespaces, selecting the cluster-scoped
     /// objects (Connections included) that `cluster_selector` selects.
     pub async fn installation(&self, id: &str, cluster_selector: &str) -> Installation {
+        self.installation_claiming(id, cluster_selector, Default::default())
+            .await
+    }
+
+    /// [`Self::installation`] with `--claims claims`.
+    pub async fn installation_claiming(
+        &self,
+        id: &str,
+        cluster_selector: &str,
+        claims: aigw::controller::state::claim_guard::ClaimMode,
+    ) -> Installation {
         let token = format!(
             "{id}-token-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..8]
@@ -826,6 +837,7 @@ impl Harness {
         let settings = Settings {
             cluster_selector: Some(cluster_selector.to_string()),
             installation_id: id.to_string(),
+            claims,
             ..self.settings.clone()
         };
         let writes = Arc::new(Mutex::new(Vec::new()));

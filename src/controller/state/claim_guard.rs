@@ -1,0 +1,271 @@
+//! The admission guard of the installation claim: a ValidatingAdmissionPolicy
+//! (`aigw-installation-claims`, shipped with the CRDs) that refuses any change or removal of an
+//! object's `aigw.io/installation` annotation by a requester who may not write that object's
+//! status. With it in force the annotation is as safe from a tenant's `edit` role as
+//! `status.installation`, whose subresource that role cannot write, so an installation takes a
+//! new object in the metadata write it makes anyway (the finalizer and create intent before a
+//! POST) instead of a status write of its own first: a create costs two apiserver writes, not
+//! three ([`crate::controller::state::installation`]).
+//!
+//! The operator uses it only while it sees it in force ([`follow`]): the policy exactly as
+//! [`policy`] renders it, and its binding denying, over every object (no `matchResources`, no
+//! parameters). Without it, or with `--claims status`, every new object is taken by its status
+//! record first, as before. Removing the policy takes effect within [`RECHECK`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use kube::Api;
+use serde_json::{Value, json};
+use tracing::{info, warn};
+
+use super::installation::ANNOTATION;
+use crate::resources::common::GROUP;
+
+/// The name of the policy and of its binding.
+pub const NAME: &str = "aigw-installation-claims";
+
+/// How often the operator looks again whether the guard is in force.
+pub const RECHECK: Duration = Duration::from_secs(30);
+
+/// How an installation takes a new object (`--claims`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClaimMode {
+    /// In its first metadata write while the guard is in force; by a status record first
+    /// otherwise.
+    #[default]
+    Auto,
+    /// Always by a status record (`status.installation`) before any other write.
+    Status,
+}
+
+/// Whether the guard is in force, as last seen; shared by every copy of the installation.
+#[derive(Clone, Debug, Default)]
+pub struct Guard(Arc<AtomicBool>);
+
+impl Guard {
+    /// True while the policy and its binding are in force: the claim annotation is the claim.
+    pub fn in_force(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Records whether it is in force (and says so when that changes).
+    pub fn set(&self, in_force: bool) {
+        if self.0.swap(in_force, Ordering::Relaxed) != in_force {
+            match in_force {
+                true => info!(
+                    policy = NAME,
+                    "the claim annotation is guarded at admission: new objects are taken in their first metadata write"
+                ),
+                false => warn!(
+                    policy = NAME,
+                    "the claim annotation is not guarded at admission (the policy or its binding is missing or changed): new objects are taken by a status record first"
+                ),
+            }
+        }
+    }
+}
+
+/// The condition under which the policy applies: an update that changes or removes the
+/// annotation an object already has.
+fn changes_claim() -> String {
+    let old = format!("oldObject.metadata.annotations['{ANNOTATION}']");
+    format!(
+        "has(oldObject.metadata.annotations) && '{ANNOTATION}' in oldObject.metadata.annotations \
+         && !(has(object.metadata.annotations) && '{ANNOTATION}' in object.metadata.annotations \
+         && object.metadata.annotations['{ANNOTATION}'] == {old})"
+    )
+}
+
+/// What the policy asks of the requester: the right to write the object's status.
+fn may_write_status() -> String {
+    format!(
+        "authorizer.group('{GROUP}').resource(request.resource.resource).subresource('status')\
+         .namespace(has(request.namespace) ? request.namespace : '').name(request.name).check('patch').allowed()"
+    )
+}
+
+/// The policy and its binding, as `aigw crds` prints them.
+pub fn policy() -> [Value; 2] {
+    let labels = json!({"app.kubernetes.io/part-of": "aigw"});
+    let policy = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": NAME, "labels": labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [GROUP],
+                "apiVersions": ["*"],
+                "operations": ["UPDATE"],
+                "resources": ["*"],
+            }]},
+            "matchConditions": [{"name": "changes-claim", "expression": changes_claim()}],
+            "validations": [{
+                "expression": may_write_status(),
+                "messageExpression": format!(
+                    "'metadata.annotations[{ANNOTATION}]: names the installation that manages this object (' \
+                     + oldObject.metadata.annotations['{ANNOTATION}'] \
+                     + '); only who may write the status of ' + request.resource.resource + ' may change or remove it'"
+                ),
+                "reason": "Forbidden",
+            }],
+        },
+    });
+    let binding = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": NAME, "labels": labels},
+        "spec": {"policyName": NAME, "validationActions": ["Deny"]},
+    });
+    [policy, binding]
+}
+
+/// Whether the cluster holds the policy as [`policy`] renders it, bound to deny over every
+/// object ([`guards`]). `Err` when it cannot tell (the apiserver did not answer, or RBAC
+/// refuses the read).
+pub async fn in_force(kube: &kube::Client) -> Result<bool, kube::Error> {
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(kube.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(kube.clone());
+    let (Some(found), Some(bound)) = (policies.get_opt(NAME).await?, bindings.get_opt(NAME).await?)
+    else {
+        return Ok(false);
+    };
+    Ok(guards(&found, &bound))
+}
+
+/// Whether `found` and `bound` guard the claim: the policy as [`policy`] renders it (with what
+/// the apiserver defaults: `scope: "*"`, empty selectors), nothing narrowing it, and a binding
+/// that denies over every object.
+pub fn guards(found: &ValidatingAdmissionPolicy, bound: &ValidatingAdmissionPolicyBinding) -> bool {
+    let [wanted, _] = policy();
+    let spec = serde_json::to_value(&found.spec).unwrap_or_default();
+    let same = |field: &str| spec[field] == wanted["spec"][field];
+    let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(|m| m.is_empty());
+    let constraints = &spec["matchConstraints"];
+    let mut rules = constraints["resourceRules"].clone();
+    for rule in rules.as_array_mut().into_iter().flatten() {
+        if rule["scope"] == "*" {
+            rule.as_object_mut().map(|r| r.remove("scope"));
+        }
+    }
+    let policy_ok = same("matchConditions")
+        && same("validations")
+        && rules == wanted["spec"]["matchConstraints"]["resourceRules"]
+        && empty(&constraints["namespaceSelector"])
+        && empty(&constraints["objectSelector"])
+        && constraints["excludeResourceRules"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+        && spec["failurePolicy"] == "Fail";
+    let binding_ok = bound.spec.as_ref().is_some_and(|b| {
+        b.policy_name.as_deref() == Some(NAME)
+            && b.param_ref.is_none()
+            && b.match_resources.is_none()
+            && b.validation_actions
+                .as_ref()
+                .is_some_and(|a| a.iter().any(|a| a == "Deny"))
+    });
+    policy_ok && binding_ok
+}
+
+/// Keeps `guard` up to date after the first look ([`check`]): looks again every [`RECHECK`].
+/// A failed read keeps the last answer (a transient error does not flip every new object's
+/// claim), and says so.
+pub async fn follow(kube: kube::Client, guard: Guard) {
+    loop {
+        tokio::time::sleep(RECHECK).await;
+        check(&kube, &guard).await;
+    }
+}
+
+/// One look ([`follow`]).
+pub async fn check(kube: &kube::Client, guard: &Guard) {
+    match in_force(kube).await {
+        Ok(found) => guard.set(found),
+        Err(error) => {
+            warn!(policy = NAME, %error, "cannot read the claim guard; keeping its last state")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_applies_to_updates_of_the_claim_and_asks_for_the_status_right() {
+        let [policy, binding] = policy();
+        assert_eq!(binding["spec"]["policyName"], NAME);
+        let condition = policy["spec"]["matchConditions"][0]["expression"]
+            .as_str()
+            .unwrap();
+        assert!(condition.contains("'aigw.io/installation' in oldObject.metadata.annotations"));
+        let rule = policy["spec"]["validations"][0]["expression"]
+            .as_str()
+            .unwrap();
+        assert!(rule.contains(".subresource('status')") && rule.contains("check('patch')"));
+        assert_eq!(
+            policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"],
+            json!(["UPDATE"])
+        );
+    }
+
+    /// The policy and binding as the apiserver returns them (its defaults added), then changed
+    /// by `edit`.
+    fn served(
+        edit: impl FnOnce(&mut Value, &mut Value),
+    ) -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding) {
+        let [mut policy, mut binding] = policy();
+        let constraints = &mut policy["spec"]["matchConstraints"];
+        constraints["matchPolicy"] = json!("Equivalent");
+        constraints["namespaceSelector"] = json!({});
+        constraints["objectSelector"] = json!({});
+        constraints["resourceRules"][0]["scope"] = json!("*");
+        edit(&mut policy, &mut binding);
+        (
+            serde_json::from_value(policy).unwrap(),
+            serde_json::from_value(binding).unwrap(),
+        )
+    }
+
+    #[test]
+    fn only_the_policy_as_rendered_and_bound_to_deny_everywhere_guards_the_claim() {
+        let (policy, binding) = served(|_, _| {});
+        assert!(guards(&policy, &binding));
+        type Edit = fn(&mut Value, &mut Value);
+        let narrowed: [(&str, Edit); 6] = [
+            ("a rule that always passes", |p, _| {
+                p["spec"]["validations"][0]["expression"] = json!("true")
+            }),
+            ("a namespace selector", |p, _| {
+                p["spec"]["matchConstraints"]["namespaceSelector"] =
+                    json!({"matchLabels": {"x": "y"}})
+            }),
+            ("failurePolicy Ignore", |p, _| {
+                p["spec"]["failurePolicy"] = json!("Ignore")
+            }),
+            ("a binding that only warns", |_, b| {
+                b["spec"]["validationActions"] = json!(["Warn"])
+            }),
+            ("a binding limited to some objects", |_, b| {
+                b["spec"]["matchResources"] =
+                    json!({"namespaceSelector": {"matchLabels": {"x": "y"}}})
+            }),
+            ("only some kinds", |p, _| {
+                p["spec"]["matchConstraints"]["resourceRules"][0]["resources"] = json!(["configs"])
+            }),
+        ];
+        for (what, edit) in narrowed {
+            let (policy, binding) = served(edit);
+            assert!(
+                !guards(&policy, &binding),
+                "{what} still counted as the guard"
+            );
+        }
+    }
+}
