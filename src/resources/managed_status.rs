@@ -24,7 +24,9 @@ pub struct ManagedStatus {
     /// Set just before a create is sent and cleared once its outcome is known.
     pub pending_create: Option<String>,
     /// The installation (its `--installation-id`) that manages this object, recorded by the
-    /// operator before any other write of its own. Only the status subresource holds it, which
+    /// operator before any other write of its own, or, while the `aigw.io/installation`
+    /// annotation is guarded at admission, with its first status write after the annotation
+    /// took the object. Only the status subresource holds it, which
     /// the chart's RBAC lets the operator write and a tenant's `edit` role does not: an
     /// `aigw.io/installation` annotation rewritten to another installation stalls the object
     /// (`ClaimChanged`) instead of moving it.

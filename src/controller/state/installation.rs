@@ -10,13 +10,16 @@
 //!   on one by hand gives it, and every object naming it, to that installation);
 //! - and, of those, only one that no other installation has claimed.
 //!
-//! An installation takes an object that nobody claimed by recording itself in the object's
-//! status (`status.installation`, [`record`]) before any other write: a status write that
+//! An installation takes an object that nobody claimed with its first write about it, which
 //! carries the resourceVersion the decision was made on, so of two installations racing for one
-//! object exactly one takes it; the other sees the record and backs off without a trace (a debug
-//! log line). Its id also goes into the annotation `aigw.io/installation: <id>` (as
-//! external-dns records its owner id on a DNS record), with the object's first metadata write
-//! (the finalizer and create intent before a POST; on its own at the end of a reconcile that
+//! object exactly one takes it; the other sees the claim and backs off without a trace (a debug
+//! log line). While the annotation is guarded at admission
+//! ([`crate::controller::state::claim_guard`]), that write is the object's first metadata write
+//! (the finalizer and create intent before a POST; `Cx::taking` in the driver)
+//! carrying the annotation `aigw.io/installation: <id>` (as external-dns records its owner id
+//! on a DNS record), and the first status write records the id in `status.installation` too.
+//! Otherwise the installation records itself in status first ([`record`]), and the annotation
+//! follows with the first metadata write (on its own at the end of a reconcile that
 //! wrote no metadata, such as Observe, a pause or a wait). An annotation written by hand proposes the object to the installation it names. An
 //! object made before claims existed has none: the first installation that would reconcile it
 //! takes it. An object of someone else gets no finalizer, no status, no event and no API call,
