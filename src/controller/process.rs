@@ -482,6 +482,7 @@ async fn run_kind<K: Managed>(
     let mut controller = Controller::for_stream(objects, store.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_all_on(ctx.leadership.acquired())
+        .reconcile_on(claimed_by_annotation_only(&ctx, store.clone()))
         .reconcile_on(users_of_changed_connections(
             &ctx,
             store.clone(),
@@ -560,6 +561,30 @@ where
 /// The objects of `store` that use (`connection_of`) a Connection that just changed (its spec,
 /// whether it works, or whether it is in this installation's reach), so a fixed Connection, or
 /// one back in reach, brings them back at once rather than at their next retry.
+/// The objects of `store` claimed for this installation by their annotation alone (no
+/// `status.installation` yet), each time the claim guard goes out of force
+/// ([`claim_guard::Guard::lost`]): their reconcile records them in status, so that a tenant can
+/// no more move them once their annotation is unguarded than before.
+fn claimed_by_annotation_only<K: Managed>(
+    ctx: &Context,
+    store: Store<K>,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    use crate::controller::state::installation::Claim;
+    let installation = ctx.installation.clone();
+    ctx.installation.guard().lost().flat_map(move |()| {
+        let unrecorded: Vec<ObjectRef<K>> = store
+            .state()
+            .iter()
+            .filter(|o| {
+                o.recorded_installation().is_none()
+                    && installation.claim_in(o.meta()) == Claim::Ours
+            })
+            .map(|o| ObjectRef::from_obj(&**o))
+            .collect();
+        futures::stream::iter(unrecorded)
+    })
+}
+
 fn users_of_changed_connections<K: Watchable>(
     ctx: &Context,
     store: Store<K>,

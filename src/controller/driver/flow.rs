@@ -369,7 +369,7 @@ async fn create<K: Verbs>(
         object.before_create(cx, desired).await?;
     }
     let before = status.clone();
-    let client = cx.api(Op::Create).await?;
+    let client = cx.create_client().await?;
     let outcome = post_once(object, cx, status, &before, desired, client).await?;
     let recovered = matches!(outcome, Created::Recovered(_));
     if recovered {

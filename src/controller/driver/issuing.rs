@@ -173,7 +173,7 @@ async fn create<K: Issues>(
     }
     let version = rotation::check_secret_is_ours(object, cx).await?;
     let before = status.clone();
-    let client = cx.api(Op::Create).await?;
+    let client = cx.create_client().await?;
     if K::DISCARDS_UNDELIVERED {
         // Nothing is issued while its Secret cannot be written.
         secret_delivery::probe(cx, object.secret_name(), version.as_deref()).await?;

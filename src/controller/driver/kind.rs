@@ -428,8 +428,12 @@ impl<'a, K: Managed> Cx<'a, K> {
             "resourceVersion": self.expected_version(),
             "annotations": {ANNOTATION: self.ctx.installation.id()},
         });
+        let intent = self
+            .last_saved()
+            .or_else(|| self.object.status().cloned())
+            .is_some_and(|s| s.has_intent());
         let name = self.name();
-        self.patch_metadata(metadata, false)
+        self.patch_metadata(metadata, intent)
             .await
             .map_err(|e| write_failed::<K>("claim", &name, e))?;
         self.claimed.store(true, SeqCst);
@@ -437,17 +441,16 @@ impl<'a, K: Managed> Cx<'a, K> {
     }
 
     /// Whether the status this reconcile writes records this installation
-    /// (`status.installation`): its status records it already, or, with the claim annotation
-    /// guarded at admission, the annotation names it (as read, or written by this reconcile).
+    /// (`status.installation`): its status records it already, or none is recorded and the
+    /// annotation names it (as read, or written by this reconcile: a claim taken by the guarded
+    /// annotation, or one left by a crash before its record).
     fn records_installation(&self) -> bool {
         use crate::controller::state::installation::Claim;
-        let me = self.ctx.installation.id();
         match self.object.recorded_installation() {
-            Some(id) => id == me,
+            Some(id) => id == self.ctx.installation.id(),
             None => {
                 self.claimed.load(std::sync::atomic::Ordering::SeqCst)
-                    || (self.ctx.installation.claims_by_annotation()
-                        && self.ctx.installation.annotated(self.object) == Claim::Ours)
+                    || self.ctx.installation.annotated(self.object) == Claim::Ours
             }
         }
     }
@@ -457,9 +460,28 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// finalizer, so that what it makes or changes is cleaned up on delete: a create's intent
     /// write adds it ([`Cx::save_intent`]); any other write adds it here first.
     pub async fn api(&self, op: Op) -> Result<&crate::api::Client, Halt> {
+        self.client_for(op, true).await
+    }
+
+    /// The client for the create protocol's POST ([`super::flow::post_once`]), whose intent
+    /// write carries the claim of an object this reconcile takes, before the POST.
+    pub(super) async fn create_client(&self) -> Result<&crate::api::Client, Halt> {
+        self.client_for(Op::Create, false).await
+    }
+
+    /// [`Self::api`]; `settle`: write the claim of an object this reconcile takes before
+    /// handing out a client for a remote write, unless the caller's next write carries it.
+    async fn client_for(&self, op: Op, settle: bool) -> Result<&crate::api::Client, Halt> {
         let client = self.gate.client(op).await?;
         if op.writes() && op != Op::Create {
             self.ensure_finalizer().await?;
+        }
+        // An object this reconcile takes is this installation's before anything is written for
+        // it remotely: the intent's or the finalizer's write carried the claim, or it is written
+        // now (a create made before the intent, such as a Workspace's IAM scope; an object that
+        // carried this installation's finalizer already). A lost claim stops the call here.
+        if op.writes() && settle {
+            self.settle_claim().await?;
         }
         if op.writes() {
             self.wrote_remotely

@@ -75,10 +75,14 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
         Standing::New => true,
         Standing::Done(action) => return Ok(action),
     };
-    let object = match record_installation::<K>(&object, &objects, &ctx, take).await? {
-        Some(recorded) => Arc::new(recorded),
-        None => object,
-    };
+    // Read once: the guard's state decides both whether the record comes first and whether
+    // the reconcile's own writes carry the claim.
+    let by_annotation = ctx.installation.claims_by_annotation();
+    let object =
+        match record_installation::<K>(&object, &objects, &ctx, take, by_annotation).await? {
+            Some(recorded) => Arc::new(recorded),
+            None => object,
+        };
     let (object, unreached) = reach::reach(&ctx, object).await;
     let started = std::time::Instant::now();
     if ctx.dry_run {
@@ -110,7 +114,7 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
         }
         // Nothing of aigw's waits on it: it goes without aigw (it never wrote anything remote).
         (true, false) => Ok(Action::await_change()),
-        (false, _) => apply::<K>(&object, &objects, &ctx, unreached, take).await,
+        (false, _) => apply::<K>(&object, &objects, &ctx, unreached, take && by_annotation).await,
     };
     ctx.metrics
         .observe_reconcile(K::KIND, result.is_ok(), started.elapsed());
@@ -208,12 +212,13 @@ async fn record_installation<K: Managed>(
     objects: &Api<K>,
     ctx: &Context,
     take: bool,
+    by_annotation: bool,
 ) -> Result<Option<K>, Halt> {
     use crate::controller::state::installation::{self, Claim};
     let me = ctx.installation.id();
     // With the claim annotation guarded at admission, the reconcile's own writes carry the
     // claim ([`Cx::taking`]) and its first status write the record.
-    if ctx.installation.claims_by_annotation()
+    if by_annotation
         || ctx.dry_run
         || object.meta().deletion_timestamp.is_some()
         || object.recorded_installation() == Some(me)
@@ -365,12 +370,11 @@ async fn apply<K: Managed>(
     objects: &Api<K>,
     ctx: &Context,
     unreached: Option<Halt>,
-    take: bool,
+    taking: bool,
 ) -> Result<Action, Halt> {
     let key = object_key(object);
     let before = object.status().cloned();
-    let cx = Cx::new(ctx, objects.clone(), object)
-        .taking(take && ctx.installation.claims_by_annotation());
+    let cx = Cx::new(ctx, objects.clone(), object).taking(taking);
     let mut status = before.clone().unwrap_or_default();
     let ending = run(&cx, &key, before.as_ref(), &mut status, unreached).await;
     let action = finish(&cx, &key, before.as_ref(), status, ending).await?;

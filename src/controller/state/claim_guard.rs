@@ -44,29 +44,61 @@ pub enum ClaimMode {
 }
 
 /// Whether the guard is in force, as last seen; shared by every copy of the installation.
-#[derive(Clone, Debug, Default)]
-pub struct Guard(Arc<AtomicBool>);
+#[derive(Clone, Debug)]
+pub struct Guard(Arc<GuardState>);
+
+#[derive(Debug)]
+struct GuardState {
+    in_force: AtomicBool,
+    /// Counts the times the guard went out of force ([`Guard::lost`]).
+    lost: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Guard {
+    fn default() -> Self {
+        Self(Arc::new(GuardState {
+            in_force: AtomicBool::new(false),
+            lost: tokio::sync::watch::channel(0).0,
+        }))
+    }
+}
 
 impl Guard {
     /// True while the policy and its binding are in force: the claim annotation is the claim.
     pub fn in_force(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.in_force.load(Ordering::Relaxed)
     }
 
     /// Records whether it is in force (and says so when that changes).
     pub fn set(&self, in_force: bool) {
-        if self.0.swap(in_force, Ordering::Relaxed) != in_force {
-            match in_force {
-                true => info!(
-                    policy = NAME,
-                    "the claim annotation is guarded at admission: new objects are taken in their first metadata write"
-                ),
-                false => warn!(
+        if self.0.in_force.swap(in_force, Ordering::Relaxed) == in_force {
+            return;
+        }
+        match in_force {
+            true => info!(
+                policy = NAME,
+                "the claim annotation is guarded at admission: new objects are taken in their first metadata write"
+            ),
+            false => {
+                warn!(
                     policy = NAME,
                     "the claim annotation is not guarded at admission (the policy or its binding is missing or changed): new objects are taken by a status record first"
-                ),
+                );
+                self.0.lost.send_modify(|times| *times += 1);
             }
         }
+    }
+
+    /// A stream that yields each time the guard goes out of force: the objects claimed by their
+    /// annotation alone (no `status.installation` yet) are reconciled then, which records them
+    /// in status before a tenant could move them.
+    pub fn lost(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
+        let mut changes = self.0.lost.subscribe();
+        changes.mark_unchanged();
+        futures::stream::unfold(changes, |mut changes| async move {
+            changes.changed().await.ok()?;
+            Some(((), changes))
+        })
     }
 }
 
@@ -196,6 +228,21 @@ pub async fn check(kube: &kube::Client, guard: &Guard) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn losing_the_guard_is_told_once_per_loss() {
+        use futures::StreamExt;
+        let guard = Guard::default();
+        let mut lost = Box::pin(guard.lost());
+        guard.set(true);
+        guard.set(true);
+        guard.set(false);
+        guard.set(false);
+        let told = tokio::time::timeout(Duration::from_secs(1), lost.next()).await;
+        assert_eq!(told.ok().flatten(), Some(()));
+        let again = tokio::time::timeout(Duration::from_millis(100), lost.next()).await;
+        assert!(again.is_err(), "told twice for one loss");
+    }
 
     #[test]
     fn the_guard_applies_to_updates_of_the_claim_and_asks_for_the_status_right() {
