@@ -558,9 +558,6 @@ where
     }
 }
 
-/// The objects of `store` that use (`connection_of`) a Connection that just changed (its spec,
-/// whether it works, or whether it is in this installation's reach), so a fixed Connection, or
-/// one back in reach, brings them back at once rather than at their next retry.
 /// The objects of `store` claimed for this installation by their annotation alone (no
 /// `status.installation` yet), each time the claim guard goes out of force
 /// ([`claim_guard::Guard::lost`]): their reconcile records them in status, so that a tenant can
@@ -585,6 +582,9 @@ fn claimed_by_annotation_only<K: Managed>(
     })
 }
 
+/// The objects of `store` that use (`connection_of`) a Connection that just changed (its spec,
+/// whether it works, or whether it is in this installation's reach), so a fixed Connection, or
+/// one back in reach, brings them back at once rather than at their next retry.
 fn users_of_changed_connections<K: Watchable>(
     ctx: &Context,
     store: Store<K>,

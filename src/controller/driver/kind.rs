@@ -473,7 +473,9 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// handing out a client for a remote write, unless the caller's next write carries it.
     async fn client_for(&self, op: Op, settle: bool) -> Result<&crate::api::Client, Halt> {
         let client = self.gate.client(op).await?;
-        if op.writes() && op != Op::Create {
+        // The create protocol's intent write adds the finalizer; any other write (a create made
+        // before the intent, such as a Workspace's IAM scope, included) adds it here first.
+        if op.writes() && (op != Op::Create || settle) {
             self.ensure_finalizer().await?;
         }
         // An object this reconcile takes is this installation's before anything is written for

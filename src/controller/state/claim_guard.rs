@@ -50,8 +50,10 @@ pub struct Guard(Arc<GuardState>);
 #[derive(Debug)]
 struct GuardState {
     in_force: AtomicBool,
-    /// Counts the times the guard went out of force ([`Guard::lost`]).
+    /// Counts the times the guard went out of force, or a loss was told again ([`Guard::lost`]).
     lost: tokio::sync::watch::Sender<u64>,
+    /// The count as of the last loss told again ([`follow`]).
+    retold: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Guard {
@@ -59,6 +61,7 @@ impl Default for Guard {
         Self(Arc::new(GuardState {
             in_force: AtomicBool::new(false),
             lost: tokio::sync::watch::channel(0).0,
+            retold: Default::default(),
         }))
     }
 }
@@ -87,6 +90,18 @@ impl Guard {
                 self.0.lost.send_modify(|times| *times += 1);
             }
         }
+    }
+
+    /// Whether the guard went out of force since the last call (at most once a loss).
+    fn lost_since_last_look(&self) -> bool {
+        let told = *self.0.lost.borrow();
+        self.0.retold.swap(told, Ordering::Relaxed) != told
+    }
+
+    /// Tells the loss again ([`follow`]).
+    fn tell_lost(&self) {
+        self.0.lost.send_modify(|times| *times += 1);
+        self.0.retold.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A stream that yields each time the guard goes out of force: the objects claimed by their
@@ -206,21 +221,42 @@ pub fn guards(found: &ValidatingAdmissionPolicy, bound: &ValidatingAdmissionPoli
 }
 
 /// Keeps `guard` up to date after the first look ([`check`]): looks again every [`RECHECK`].
-/// A failed read keeps the last answer (a transient error does not flip every new object's
-/// claim), and says so.
+/// A failed read keeps the last answer once (a transient error does not flip every new
+/// object's claim) and says so; a read refused (403) or failing twice in a row counts as the
+/// guard gone, which only makes new claims take their status record first. A loss is told
+/// again at the next look, for the reconciles that were taking an object by its annotation
+/// while it went.
 pub async fn follow(kube: kube::Client, guard: Guard) {
+    let mut failures = 0;
     loop {
+        let before = guard.in_force();
         tokio::time::sleep(RECHECK).await;
-        check(&kube, &guard).await;
+        if !before && !guard.in_force() && guard.lost_since_last_look() {
+            guard.tell_lost();
+        }
+        match in_force(&kube).await {
+            Ok(found) => {
+                failures = 0;
+                guard.set(found);
+            }
+            Err(error) => {
+                failures += 1;
+                let refused = matches!(&error, kube::Error::Api(e) if e.code == 403);
+                warn!(policy = NAME, %error, "cannot read the claim guard");
+                if refused || failures >= 2 {
+                    guard.set(false);
+                }
+            }
+        }
     }
 }
 
-/// One look ([`follow`]).
+/// The first look ([`follow`] goes on from there): an error keeps the guard out of force.
 pub async fn check(kube: &kube::Client, guard: &Guard) {
     match in_force(kube).await {
         Ok(found) => guard.set(found),
         Err(error) => {
-            warn!(policy = NAME, %error, "cannot read the claim guard; keeping its last state")
+            warn!(policy = NAME, %error, "cannot read the claim guard; new objects are taken by a status record first")
         }
     }
 }
@@ -242,6 +278,12 @@ mod tests {
         assert_eq!(told.ok().flatten(), Some(()));
         let again = tokio::time::timeout(Duration::from_millis(100), lost.next()).await;
         assert!(again.is_err(), "told twice for one loss");
+        // `follow` tells a loss once more at its next look, and only once.
+        assert!(guard.lost_since_last_look());
+        guard.tell_lost();
+        assert!(!guard.lost_since_last_look());
+        let retold = tokio::time::timeout(Duration::from_secs(1), lost.next()).await;
+        assert_eq!(retold.ok().flatten(), Some(()));
     }
 
     #[test]
