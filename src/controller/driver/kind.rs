@@ -419,11 +419,20 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// decision was made on (a conflict records nothing: the next reconcile decides again).
     /// Called before any status write or event of the reconcile.
     pub(super) async fn settle_claim(&self) -> Result<(), Halt> {
-        use crate::controller::state::installation::ANNOTATION;
         use std::sync::atomic::Ordering::SeqCst;
         if self.ctx.dry_run || !self.owes_claim.load(SeqCst) || self.claimed.load(SeqCst) {
             return Ok(());
         }
+        let name = self.name();
+        self.write_claim()
+            .await
+            .map_err(|e| write_failed::<K>("claim", &name, e))
+    }
+
+    /// One metadata write of this installation's claim annotation alone, guarded by the
+    /// resourceVersion this reconcile last saw ([`Self::settle_claim`], [`Self::write_owed_claim`]).
+    async fn write_claim(&self) -> Result<(), kube::Error> {
+        use crate::controller::state::installation::ANNOTATION;
         let metadata = serde_json::json!({
             "resourceVersion": self.expected_version(),
             "annotations": {ANNOTATION: self.ctx.installation.id()},
@@ -432,11 +441,9 @@ impl<'a, K: Managed> Cx<'a, K> {
             .last_saved()
             .or_else(|| self.object.status().cloned())
             .is_some_and(|s| s.has_intent());
-        let name = self.name();
-        self.patch_metadata(metadata, intent)
-            .await
-            .map_err(|e| write_failed::<K>("claim", &name, e))?;
-        self.claimed.store(true, SeqCst);
+        self.patch_metadata(metadata, intent).await?;
+        self.claimed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 
@@ -623,7 +630,7 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// conflict: the next reconcile writes it). Not after a remote write (its result is what the
     /// drift tracker waits for; the next reconcile writes the claim then).
     pub(super) async fn write_owed_claim(&self) -> Result<(), Halt> {
-        use crate::controller::state::installation::{ANNOTATION, Claim};
+        use crate::controller::state::installation::Claim;
         use std::sync::atomic::Ordering::SeqCst;
         let me = self.ctx.installation.id();
         let owed = !self.ctx.dry_run
@@ -635,17 +642,9 @@ impl<'a, K: Managed> Cx<'a, K> {
         if !owed {
             return Ok(());
         }
-        let metadata = serde_json::json!({
-            "resourceVersion": self.expected_version(),
-            "annotations": {ANNOTATION: me},
-        });
-        let intent = self
-            .last_saved()
-            .or_else(|| self.object.status().cloned())
-            .is_some_and(|s| s.has_intent());
         let name = self.name();
-        match self.patch_metadata(metadata, intent).await {
-            Ok(()) => self.claimed.store(true, SeqCst),
+        match self.write_claim().await {
+            Ok(()) => {}
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 return Err(Wait::Conflict(format!("{} {name}", K::KIND)).into());
