@@ -290,8 +290,18 @@ pub fn reply_one<R: Record>(
     key: &str,
     read: impl FnOnce(&R) -> Value,
 ) -> ApiResult<Response> {
+    try_reply_one(common, store, key, |record| Ok(read(record)))
+}
+
+/// Like [`reply_one`], for a `read` that may refuse (a bad query, say) once the record is found.
+pub fn try_reply_one<R: Record>(
+    common: &Common,
+    store: &Mutex<Records<R>>,
+    key: &str,
+    read: impl FnOnce(&R) -> ApiResult<Value>,
+) -> ApiResult<Response> {
     let normalise = common.faults().normalise;
     let store = lock(store);
     let record = store.get(common, key)?;
-    Ok(normalise::reply(&read(record), normalise))
+    Ok(normalise::reply(&read(record)?, normalise))
 }

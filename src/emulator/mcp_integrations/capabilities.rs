@@ -16,7 +16,7 @@ use crate::emulator::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     fields::{self, JsonObject, Object},
-    normalise, policy_fields, records,
+    policy_fields, records,
     state::lock,
 };
 
@@ -85,21 +85,19 @@ pub(super) async fn capabilities(
     Path(key): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    let normalise = state.faults().normalise;
-    let store = lock(&state.store);
-    let record = store.get(&state, &key)?;
-    let all: Vec<(String, bool)> = record
-        .capabilities
-        .iter()
-        .map(|c| (c.kind.clone(), c.enabled))
-        .collect();
-    let items = record
-        .capabilities
-        .iter()
-        .map(|c| (c.kind.clone(), c.item()))
-        .collect();
-    let body = capabilities_page(&query, &all, items)?;
-    Ok(normalise::reply(&body, normalise))
+    records::try_reply_one(&state, &state.store, &key, |record| {
+        let all: Vec<(String, bool)> = record
+            .capabilities
+            .iter()
+            .map(|c| (c.kind.clone(), c.enabled))
+            .collect();
+        let items = record
+            .capabilities
+            .iter()
+            .map(|c| (c.kind.clone(), c.item()))
+            .collect();
+        capabilities_page(&query, &all, items)
+    })
 }
 
 /// `PUT …/capabilities` → `{success: true}`.

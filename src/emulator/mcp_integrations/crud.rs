@@ -162,11 +162,7 @@ pub(super) async fn update(
         ],
         "create another MCP integration",
     )?;
-    if !changes {
-        return Err(EmulatorError::validation(
-            "request body must contain at least one field to update",
-        ));
-    }
+    fields::require_update(changes)?;
     fields::set(&mut record.name, name);
     fields::set(&mut record.description, description);
     if let Some(configurations) = configurations {
@@ -197,25 +193,23 @@ pub(super) async fn workspaces(
     Path(key): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    let normalise = state.faults().normalise;
-    let store = lock(&state.store);
-    let record = store.get(&state, &key)?;
-    let rows: Vec<Value> = record.rows.iter().map(AccessRow::row).collect();
-    let body = if query.contains_key("version") {
-        let data: Vec<Value> = rows
-            .into_iter()
-            .map(|mut row| {
-                row["object"] = json!("mcp-integration-workspace");
-                row
-            })
-            .collect();
-        json!({"object": "list", "global_workspace_access": record.global_access,
-               "total": data.len(), "data": data})
-    } else {
-        json!({"workspaces": rows, "global_workspace_access": record.global_access,
-               "object": "mcp-integration-workspaces"})
-    };
-    Ok(normalise::reply(&body, normalise))
+    reply_one(&state, &state.store, &key, |record| {
+        let rows: Vec<Value> = record.rows.iter().map(AccessRow::row).collect();
+        if query.contains_key("version") {
+            let data: Vec<Value> = rows
+                .into_iter()
+                .map(|mut row| {
+                    row["object"] = json!("mcp-integration-workspace");
+                    row
+                })
+                .collect();
+            json!({"object": "list", "global_workspace_access": record.global_access,
+                   "total": data.len(), "data": data})
+        } else {
+            json!({"workspaces": rows, "global_workspace_access": record.global_access,
+                   "object": "mcp-integration-workspaces"})
+        }
+    })
 }
 
 /// `PUT …/workspaces` → `{}`.
