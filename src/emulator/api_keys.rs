@@ -695,11 +695,7 @@ async fn update(
         }));
     }
     let changes = Changes::parse(&body)?;
-    if changes.is_empty() {
-        return Err(EmulatorError::validation(
-            "request body must contain at least one field to update",
-        ));
-    }
+    fields::require_update(!changes.is_empty())?;
     let mut store = lock(&state.store);
     let record = store
         .find_mut(kind, &id)

@@ -634,11 +634,7 @@ pub async fn update(
         || mappings.is_some()
         || description.is_some()
         || pricing.is_some();
-    if !changes {
-        return Err(EmulatorError::validation(
-            "request body must contain at least one field to update",
-        ));
-    }
+    fields::require_update(changes)?;
     let mut store = lock(&state.integrations);
     let record = store.get_mut(&state, &id)?;
     fields::reject_changes(

@@ -364,11 +364,7 @@ pub async fn update(
         ],
         "create a new provider",
     )?;
-    if !changes {
-        return Err(EmulatorError::validation(
-            "request body must contain at least one field to update",
-        ));
-    }
+    fields::require_update(changes)?;
     let record = store.get_mut(&state, &id)?;
     fields::set(&mut record.name, name);
     fields::set(&mut record.note, note);

@@ -143,6 +143,16 @@ pub fn reject_changes(body: &Object, fixed: &[(&str, Value)], remedy: &str) -> A
     Ok(())
 }
 
+/// Refuses an update whose body sets none of the fields it may change (`changes` is false).
+pub fn require_update(changes: bool) -> ApiResult<()> {
+    if changes {
+        return Ok(());
+    }
+    Err(EmulatorError::validation(
+        "request body must contain at least one field to update",
+    ))
+}
+
 /// A boolean; the API also takes (and returns) 0/1 integers for flags.
 pub fn opt_bool(body: &Object, field: &str) -> ApiResult<Option<bool>> {
     opt_as(body, field, "a boolean (or 0/1)", |value| match value {
