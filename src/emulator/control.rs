@@ -412,16 +412,19 @@ pub async fn seed(
     Ok(Json(Value::Object(created)))
 }
 
+/// What a seed answers for a record known by id and slug.
+fn id_and_slug((id, slug): (String, String)) -> Value {
+    json!({ "id": id, "slug": slug })
+}
+
 fn seed_one(state: &AppState, collection: &str, item: &Object) -> ApiResult<Value> {
     match collection {
-        "configs" => {
-            let (id, slug) = lock(&state.configs).seed(&state.common, item)?;
-            Ok(json!({ "id": id, "slug": slug }))
-        }
-        "deployments" => {
-            let (id, slug) = lock(&state.deployments).seed(&state.common, item)?;
-            Ok(json!({ "id": id, "slug": slug }))
-        }
+        "configs" => lock(&state.configs)
+            .seed(&state.common, item)
+            .map(id_and_slug),
+        "deployments" => lock(&state.deployments)
+            .seed(&state.common, item)
+            .map(id_and_slug),
         "rate_limits" => {
             let id = lock(&state.rate_limits).seed(&state.common, item)?;
             Ok(json!({ "id": id }))
@@ -430,42 +433,35 @@ fn seed_one(state: &AppState, collection: &str, item: &Object) -> ApiResult<Valu
             let id = lock(&state.usage_limits).seed(&state.common, item)?;
             Ok(json!({ "id": id }))
         }
-        "guardrails" => {
-            let (id, slug) = lock(&state.guardrails).seed(&state.common, item)?;
-            Ok(json!({ "id": id, "slug": slug }))
-        }
+        "guardrails" => lock(&state.guardrails)
+            .seed(&state.common, item)
+            .map(id_and_slug),
         "api_keys" => {
             let (id, key) = lock(&state.api_keys).seed(&state.common, item)?;
             Ok(json!({ "id": id, "key": key }))
         }
-        "integrations" => {
-            let (id, slug) = lock(&state.integrations).seed(&state.common, item)?;
-            Ok(json!({ "id": id, "slug": slug }))
-        }
-        "providers" => {
-            let (id, slug) = lock(&state.providers).seed(&state.common, item)?;
-            Ok(json!({ "id": id, "slug": slug }))
-        }
-        "workspaces" => {
-            let (id, slug) = lock(&state.workspaces).seed(&state.common, item)?;
-            Ok(json!({ "id": id, "slug": slug }))
-        }
+        "integrations" => lock(&state.integrations)
+            .seed(&state.common, item)
+            .map(id_and_slug),
+        "providers" => lock(&state.providers)
+            .seed(&state.common, item)
+            .map(id_and_slug),
+        "workspaces" => lock(&state.workspaces)
+            .seed(&state.common, item)
+            .map(id_and_slug),
         "scopes" => {
             let name = lock(&state.scopes).seed(item)?;
             Ok(json!({ "name": name }))
         }
-        "secret_references" => {
-            let (id, slug) = lock(&state.secret_references).seed(&state.common, item)?;
-            Ok(json!({ "id": id, "slug": slug }))
-        }
-        "mcp_integrations" => {
-            let (id, slug) = lock(&state.mcp_integrations).seed(&state.common, item)?;
-            Ok(json!({ "id": id, "slug": slug }))
-        }
-        "mcp_servers" => {
-            let (id, slug) = lock(&state.mcp_servers).seed(&state.common, item)?;
-            Ok(json!({ "id": id, "slug": slug }))
-        }
+        "secret_references" => lock(&state.secret_references)
+            .seed(&state.common, item)
+            .map(id_and_slug),
+        "mcp_integrations" => lock(&state.mcp_integrations)
+            .seed(&state.common, item)
+            .map(id_and_slug),
+        "mcp_servers" => lock(&state.mcp_servers)
+            .seed(&state.common, item)
+            .map(id_and_slug),
         "responses" => {
             let id = fields::req_str(item, "id")
                 .map_err(|_| EmulatorError::validation("responses items need an id"))?;
