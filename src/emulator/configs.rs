@@ -274,17 +274,11 @@ pub async fn list(
 ) -> ApiResult<Response> {
     let workspace = IdRule::Uuid.filter(&query, "workspace_id")?;
     let faults = state.faults();
-    let store = lock(&state.store);
-    let mut data: Vec<Value> = store
-        .listed(&faults)
-        .into_iter()
-        .filter(|record| workspace.is_none_or(|ws| &record.workspace_id == ws))
-        .map(ConfigRecord::row)
-        .collect();
-    let total = data.len();
-    faults.cap(&mut data);
-    let body = json!({ "object": "list", "total": total, "data": data });
-    Ok(normalise::reply(&body, faults.normalise))
+    Ok(lock(&state.store).reply_unpaged(
+        &faults,
+        |record| workspace.is_none_or(|ws| &record.workspace_id == ws),
+        ConfigRecord::row,
+    ))
 }
 
 /// `GET /ai_gw/v2/configs/{slug}` (slug or id) → the flat record.

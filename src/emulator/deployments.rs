@@ -24,7 +24,6 @@ use super::common::{
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, JsonObject, Object},
     ids::{new_id, random_hex},
-    normalise,
     records::{Key, Kind, Record, Records, Slug, reply_one},
     state::{Common, KindState, lock},
 };
@@ -440,17 +439,11 @@ pub async fn list(
 ) -> ApiResult<Response> {
     let filter = ListFilter::parse(&query)?;
     let faults = state.faults();
-    let store = lock(&state.store);
-    let mut data: Vec<Value> = store
-        .listed(&faults)
-        .into_iter()
-        .filter(|record| filter.matches(record))
-        .map(DeploymentRecord::row)
-        .collect();
-    let total = data.len();
-    faults.cap(&mut data);
-    let body = json!({ "object": "list", "total": total, "data": data });
-    Ok(normalise::reply(&body, faults.normalise))
+    Ok(lock(&state.store).reply_unpaged(
+        &faults,
+        |record| filter.matches(record),
+        DeploymentRecord::row,
+    ))
 }
 
 #[derive(Default)]

@@ -46,7 +46,7 @@ use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, JsonObject, Object},
-    mappings, normalise, policy_fields,
+    mappings, policy_fields,
     records::{Key, Kind, Record, Records, Slug, reply_one},
     state::{Common, lock},
 };
@@ -597,13 +597,12 @@ pub async fn list(
     let scope = policy_fields::ScopeFilter::parse(&query)?;
     let page = policy_fields::policy_page(&query)?;
     let faults = state.faults();
-    let body = lock(&state.integrations).list_page(
+    Ok(lock(&state.integrations).reply_page(
         &faults,
         page,
         |r| scope.admits(r.workspace_id.as_ref()) && workspace.is_none_or(|ws| r.enabled_for(ws)),
         IntegrationRecord::list_row,
-    );
-    Ok(normalise::reply(&body, faults.normalise))
+    ))
 }
 
 /// `GET /ai_gw/admin/v2/integrations/{id}` (UUID or slug) → the live detail, key masked.

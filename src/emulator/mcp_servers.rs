@@ -311,10 +311,11 @@ async fn list(
                 .is_none_or(|ids| ids.contains(&r.key.id.as_str()))
             && policy_fields::searched(&query, &r.name)
     };
-    let body = store.list_page(&faults, (page_size, current_page), admits, |r| {
-        r.row(&integrations, &workspaces)
-    });
-    Ok(normalise::reply(&body, faults.normalise))
+    Ok(
+        store.reply_page(&faults, (page_size, current_page), admits, |r| {
+            r.row(&integrations, &workspaces)
+        }),
+    )
 }
 
 async fn read(

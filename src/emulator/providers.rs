@@ -295,13 +295,12 @@ pub async fn list(
     };
     let current_page = policy_fields::page_param(&query, "current_page", 0)?;
     let faults = state.faults();
-    let body = lock(&state.providers).list_page(
+    Ok(lock(&state.providers).reply_page(
         &faults,
         (page_size, current_page),
         |r| workspace.is_none_or(|ws| &r.workspace_id == ws),
         ProviderRecord::row,
-    );
-    Ok(normalise::reply(&body, faults.normalise))
+    ))
 }
 
 /// `GET /ai_gw/v2/providers/{id}` (UUID or slug; `?workspace_id`) → the live detail.

@@ -34,7 +34,7 @@ use super::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
         fields::{self, IdRule, JsonObject, Object},
-        normalise, policy_fields,
+        policy_fields,
         records::{Key, Kind, Record, Records, Slug, reply_one},
         routes::crud,
         state::{Common, lock},
@@ -366,13 +366,12 @@ async fn list(
                     .all(|(k, v)| r.tags.as_ref().and_then(|t| t.get(k)) == Some(v))
             })
     };
-    let body = lock(&state.store).list_page(
+    Ok(lock(&state.store).reply_page(
         &faults,
         (page_size, current_page),
         admits,
         SecretReferenceRecord::row,
-    );
-    Ok(normalise::reply(&body, faults.normalise))
+    ))
 }
 
 async fn read(

@@ -337,13 +337,12 @@ async fn list(
                 .is_none_or(|n| r.name.contains(n.as_str()))
             && query.get("exact_name").is_none_or(|n| &r.name == n)
     };
-    let body = lock(&state.workspaces).list_page(
+    Ok(lock(&state.workspaces).reply_page(
         &faults,
         (page_size, current_page),
         admits,
         WorkspaceRecord::row,
-    );
-    Ok(normalise::reply(&body, faults.normalise))
+    ))
 }
 
 /// `GET …/workspaces/{uuid-or-slug}`.

@@ -447,13 +447,12 @@ impl PolicyFilter {
         read: impl Fn(&Policy<K>, bool) -> Value,
     ) -> Response {
         let faults = state.faults();
-        let body = lock(&state.store).list_page(
+        lock(&state.store).reply_page(
             &faults,
             (self.page_size, self.current_page),
             |p| self.admits(&p.head) && admits(p),
             |policy| read(policy, faults.normalise),
-        );
-        normalise::reply(&body, faults.normalise)
+        )
     }
 }
 

@@ -248,6 +248,38 @@ impl<R: Record> Records<R> {
         list_body(matching, page_size, current_page, row)
     }
 
+    /// [`Self::list_page`] as the answer of a list route, shaped by the `normalise` fault.
+    pub fn reply_page(
+        &self,
+        faults: &Faults,
+        page: (usize, usize),
+        admits: impl Fn(&R) -> bool,
+        row: impl FnMut(&R) -> Value,
+    ) -> Response {
+        normalise::reply(&self.list_page(faults, page, admits, row), faults.normalise)
+    }
+
+    /// The answer of a list route the API does not page, `{object: "list", total, data}`: the
+    /// records a list shows now that `admits` lets through, each shown by `row`, cut down to
+    /// `list_cap` rows while `total` stays the true count, shaped by the `normalise` fault.
+    pub fn reply_unpaged(
+        &self,
+        faults: &Faults,
+        admits: impl Fn(&R) -> bool,
+        row: impl FnMut(&R) -> Value,
+    ) -> Response {
+        let mut data: Vec<Value> = self
+            .listed(faults)
+            .into_iter()
+            .filter(|r| admits(r))
+            .map(row)
+            .collect();
+        let total = data.len();
+        faults.cap(&mut data);
+        let body = json!({ "object": "list", "total": total, "data": data });
+        normalise::reply(&body, faults.normalise)
+    }
+
     /// Every record in creation order, each as `dump` shows it (for `GET /_emulator/state`).
     pub fn dump_with(&self, dump: impl FnMut(&R) -> Value) -> Vec<Value> {
         self.sorted().into_iter().map(dump).collect()
