@@ -342,9 +342,7 @@ impl CreateApiKeyRequest {
 
 impl Validate for UpdateApiKeyRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if self == &Self::default() {
-            return Err(ApiError::validation("body", "must set at least one field"));
-        }
+        validate::some_update(self, "must set at least one field")?;
         if self
             .name
             .as_ref()

@@ -155,9 +155,7 @@ impl Validate for CreateConfigRequest {
 
 impl Validate for UpdateConfigRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if self == &UpdateConfigRequest::default() {
-            return Err(ApiError::validation("body", "must set at least one field"));
-        }
+        validate::some_update(self, "must set at least one field")?;
         if self.config.as_ref().is_some_and(|c| !c.is_object()) {
             return Err(ApiError::validation("config", "must be a JSON object"));
         }

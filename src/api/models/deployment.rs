@@ -328,9 +328,6 @@ impl Validate for CreateDeploymentRequest {
 
 impl Validate for UpdateDeploymentRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if self == &UpdateDeploymentRequest::default() {
-            return Err(ApiError::validation("body", "must set at least one field"));
-        }
-        Ok(())
+        validate::some_update(self, "must set at least one field")
     }
 }

@@ -323,9 +323,7 @@ impl Validate for CreateIntegrationRequest {
 
 impl Validate for UpdateIntegrationRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if self == &Self::default() {
-            return Err(ApiError::validation("body", "must set at least one field"));
-        }
+        validate::some_update(self, "must set at least one field")?;
         if self.key.as_ref().is_some_and(SecretString::is_empty) {
             return Err(ApiError::validation("key", "must not be empty"));
         }

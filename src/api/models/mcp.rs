@@ -145,9 +145,7 @@ pub struct UpdateMcpIntegrationRequest {
 
 impl Validate for UpdateMcpIntegrationRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if *self == Self::default() {
-            return Err(ApiError::validation("body", "names no field to update"));
-        }
+        validate::some_update(self, "names no field to update")?;
         check_mappings(self.secret_mappings.as_ref())
     }
 }
@@ -366,9 +364,7 @@ pub struct UpdateMcpServerRequest {
 
 impl Validate for UpdateMcpServerRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if self.name.is_none() && self.description.is_none() {
-            return Err(ApiError::validation("body", "names no field to update"));
-        }
+        validate::some_update(self, "names no field to update")?;
         validate::max_chars("description", self.description.as_deref(), 500)
     }
 }

@@ -123,9 +123,7 @@ impl Validate for CreateProviderRequest {
 
 impl Validate for UpdateProviderRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if self == &Self::default() {
-            return Err(ApiError::validation("body", "must set at least one field"));
-        }
+        validate::some_update(self, "must set at least one field")?;
         match &self.name {
             Some(name) if name.trim().is_empty() => {
                 Err(ApiError::validation("name", "must not be empty"))

@@ -137,9 +137,7 @@ impl Validate for CreateRateLimitsPolicyRequest {
 
 impl Validate for UpdateRateLimitsPolicyRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if self == &UpdateRateLimitsPolicyRequest::default() {
-            return Err(ApiError::validation("body", "must set at least one field"));
-        }
+        validate::some_update(self, "must set at least one field")?;
         validate::max_chars("name", self.name.as_deref(), 255)?;
         validate::max_chars("description", self.description.as_deref(), 500)?;
         if let Some(conditions) = &self.conditions {

@@ -176,9 +176,7 @@ pub struct UpdateSecretReferenceRequest {
 
 impl Validate for UpdateSecretReferenceRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if *self == Self::default() {
-            return Err(ApiError::validation("body", "names no field to update"));
-        }
+        validate::some_update(self, "names no field to update")?;
         validate::max_chars("description", self.description.as_deref(), 1024)?;
         check_workspaces(self.allow_all_workspaces, self.allowed_workspaces.as_ref())
     }

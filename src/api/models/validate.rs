@@ -73,6 +73,18 @@ fn first_blank<'f, const N: usize>(fields: [(&'f str, &str); N]) -> Option<&'f s
         .map(|(field, _)| field)
 }
 
+/// An update body must set some field: one left all default (nothing set) is refused as the
+/// `body`, with `message` (the kinds' messages differ).
+pub(crate) fn some_update<T: Default + PartialEq>(
+    update: &T,
+    message: &str,
+) -> Result<(), ApiError> {
+    if *update == T::default() {
+        return Err(ApiError::validation("body", message));
+    }
+    Ok(())
+}
+
 pub(crate) fn non_empty<T>(field: &str, items: &[T]) -> Result<(), ApiError> {
     if items.is_empty() {
         return Err(ApiError::validation(field, "must have at least one item"));

@@ -141,15 +141,7 @@ impl UpdateWorkspaceRequest {
 
 impl Validate for UpdateWorkspaceRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        let any = self.name.is_some()
-            || self.description.is_some()
-            || self.icon.is_some()
-            || self.defaults.is_some()
-            || self.usage_limits.is_some()
-            || self.rate_limits.is_some();
-        if !any {
-            return Err(ApiError::validation("body", "names no field to update"));
-        }
+        validate::some_update(self, "names no field to update")?;
         if self.name.as_ref().is_some_and(|n| n.trim().is_empty()) {
             return Err(ApiError::validation("name", "must not be empty"));
         }
