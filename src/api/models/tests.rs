@@ -602,4 +602,38 @@ fn every_error_body_shape() {
     assert_eq!(typed.error.error_type, "invalid_request_error");
 }
 
+/// An update body that sets nothing is refused as the `body`, each kind with the wording it has
+/// always had; one set field gets past that check.
+#[test]
+fn an_update_that_sets_nothing_is_refused() {
+    fn reason<T: Validate + Default>() -> String {
+        match T::default().validate() {
+            Err(ApiError::Validation { field, reason }) if field == "body" => reason,
+            other => panic!("expected a body validation error, got {other:?}"),
+        }
+    }
+    let set = "must set at least one field";
+    assert_eq!(reason::<UpdateConfigRequest>(), set);
+    assert_eq!(reason::<UpdateDeploymentRequest>(), set);
+    assert_eq!(reason::<UpdateIntegrationRequest>(), set);
+    assert_eq!(reason::<UpdateProviderRequest>(), set);
+    assert_eq!(reason::<UpdateRateLimitsPolicyRequest>(), set);
+    assert_eq!(reason::<UpdateApiKeyRequest>(), set);
+    let names = "names no field to update";
+    assert_eq!(reason::<UpdateMcpIntegrationRequest>(), names);
+    assert_eq!(reason::<UpdateMcpServerRequest>(), names);
+    assert_eq!(reason::<UpdateSecretReferenceRequest>(), names);
+    assert_eq!(reason::<UpdateWorkspaceRequest>(), names);
+    let icon_cleared = UpdateWorkspaceRequest {
+        icon: Some(String::new()),
+        ..Default::default()
+    };
+    assert!(icon_cleared.validate().is_ok());
+    let described = UpdateMcpServerRequest {
+        description: Some("d".into()),
+        ..Default::default()
+    };
+    assert!(described.validate().is_ok());
+}
+
 mod unknown_fields;
