@@ -47,7 +47,7 @@ use super::common::{
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, JsonObject, Object},
     mappings, policy_fields,
-    records::{Key, Kind, Record, Records, Slug, reply_one},
+    records::{self, Key, Kind, Record, Records, Slug, reply_one},
     state::{Common, lock},
 };
 
@@ -711,14 +711,11 @@ impl RowUpdate {
 
     /// Applies it; true when it enabled a row that was not enabled.
     fn apply(self, rows: &mut Vec<AccessRow>) -> bool {
-        let at = match rows.iter().position(|r| r.id == self.id) {
-            Some(at) => at,
-            None => {
-                rows.push(AccessRow::new(self.id.clone()));
-                rows.len() - 1
-            }
-        };
-        let row = &mut rows[at];
+        let row = records::upsert(
+            rows,
+            |r| r.id == self.id,
+            || AccessRow::new(self.id.clone()),
+        );
         let newly_enabled = self.enabled && !row.enabled;
         row.enabled = self.enabled;
         fields::set(&mut row.usage_limits, self.usage_limits);
@@ -852,14 +849,11 @@ pub async fn update_models(
         )));
     }
     for (item, slug, enabled, custom, finetune) in parsed {
-        let at = match record.models.iter().position(|m| m.slug == slug) {
-            Some(at) => at,
-            None => {
-                record.models.push(ModelRow::new(&slug, true));
-                record.models.len() - 1
-            }
-        };
-        let model = &mut record.models[at];
+        let model = records::upsert(
+            &mut record.models,
+            |m| m.slug == slug,
+            || ModelRow::new(&slug, true),
+        );
         model.enabled = enabled;
         fields::set(&mut model.is_finetune, finetune);
         if custom == Some(true) && !model.is_custom {

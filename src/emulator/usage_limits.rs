@@ -276,14 +276,11 @@ impl UsageLimit {
     pub fn add_usage(&mut self, value_key: &str, usage: f64) -> Value {
         let limit = self.limit();
         let threshold = self.alert_threshold.as_ref().and_then(Number::as_f64);
-        let at = match self.entities.iter().position(|e| e.value_key == value_key) {
-            Some(at) => at,
-            None => {
-                self.entities.push(UsageEntity::new(value_key));
-                self.entities.len() - 1
-            }
-        };
-        let entity = &mut self.entities[at];
+        let entity = records::upsert(
+            &mut self.entities,
+            |e| e.value_key == value_key,
+            || UsageEntity::new(value_key),
+        );
         entity.current_usage += usage;
         entity.last_used_at = Some(now());
         let used = entity.current_usage;

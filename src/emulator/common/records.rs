@@ -286,6 +286,19 @@ impl<R: Record> Records<R> {
     }
 }
 
+/// The row of `rows` that `is_it` picks, or, when none does, the one `new` makes, appended (rows
+/// keep the order they were first written in).
+pub fn upsert<T>(rows: &mut Vec<T>, is_it: impl Fn(&T) -> bool, new: impl FnOnce() -> T) -> &mut T {
+    let at = match rows.iter().position(is_it) {
+        Some(at) => at,
+        None => {
+            rows.push(new());
+            rows.len() - 1
+        }
+    };
+    &mut rows[at]
+}
+
 /// One 0-based page of `rows`.
 pub fn page<T>(rows: Vec<T>, page_size: usize, current_page: usize) -> Vec<T> {
     rows.into_iter()

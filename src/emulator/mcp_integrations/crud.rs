@@ -19,7 +19,7 @@ use crate::emulator::{
         errors::{ApiResult, EmulatorError},
         fields::{self, IdRule, JsonObject, Object},
         mappings, normalise, policy_fields,
-        records::{Key, reply_one},
+        records::{self, Key, reply_one},
         state::lock,
     },
     integrations::valid_slug,
@@ -256,21 +256,20 @@ pub(super) async fn update_workspaces(
         }
     }
     for (id, enabled) in rows {
-        let at = match record.rows.iter().position(|r| r.id == id) {
-            Some(at) => at,
-            None => {
+        let row = records::upsert(
+            &mut record.rows,
+            |r| r.id == id,
+            || {
                 let created = now();
-                record.rows.push(AccessRow {
-                    id,
+                AccessRow {
+                    id: id.clone(),
                     enabled: false,
                     created_at: created.clone(),
                     last_updated_at: created,
                     writes: 0,
-                });
-                record.rows.len() - 1
-            }
-        };
-        let row = &mut record.rows[at];
+                }
+            },
+        );
         row.enabled = enabled;
         row.last_updated_at = touched(&row.last_updated_at);
         row.writes += 1;
