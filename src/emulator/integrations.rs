@@ -415,15 +415,9 @@ impl IntegrationStore {
         record.configurations = fields::opt_object(item, "configurations")?.unwrap_or_default();
         record.workspace_id = fields::nullable_str(item, "workspace_id");
         record.last_updated_at = fields::nullable_str(item, "last_updated_at");
-        for row in item
-            .get("workspaces")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object)
-        {
-            let mut access = AccessRow::new(fields::str_or(row, "id", ""));
-            access.enabled = fields::flag_or(row, "enabled", true);
+        for (id, enabled) in fields::seeded_access(item) {
+            let mut access = AccessRow::new(id);
+            access.enabled = enabled;
             record.workspaces.push(access);
         }
         Ok(self.insert_seeded(record))

@@ -357,6 +357,18 @@ pub fn access_item(item: &Value) -> ApiResult<(&Object, String, bool)> {
     Ok((item, id, enabled))
 }
 
+/// The `workspaces` of a seed item (integrations and MCP integrations) as `(id, enabled)` access
+/// rows: a seed is taken as given, so an item that is not an object is passed over, a missing
+/// `id` is empty and `enabled` defaults to true.
+pub fn seeded_access(item: &Object) -> impl Iterator<Item = (String, bool)> + '_ {
+    item.get("workspaces")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+        .map(|row| (str_or(row, "id", ""), flag_or(row, "enabled", true)))
+}
+
 /// An item of the array field `array`, which must be an object.
 pub fn array_item<'a>(array: &str, item: &'a Value) -> ApiResult<&'a Object> {
     item.as_object()

@@ -234,15 +234,10 @@ impl McpIntegrationStore {
     pub fn seed(&mut self, common: &Common, item: &Object) -> ApiResult<(String, String)> {
         let (key, name) = self.seed_key(common, item, "seeded MCP integration")?;
         let at = now();
-        let rows = item
-            .get("workspaces")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object)
-            .map(|row| AccessRow {
-                id: fields::str_or(row, "id", ""),
-                enabled: fields::flag_or(row, "enabled", true),
+        let rows = fields::seeded_access(item)
+            .map(|(id, enabled)| AccessRow {
+                id,
+                enabled,
                 created_at: at.clone(),
                 last_updated_at: at.clone(),
                 writes: 0,
