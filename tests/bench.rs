@@ -182,6 +182,36 @@ async fn bench() {
     drop(emulator);
 }
 
+/// Where a live rollout's time goes: the crash-safe floor and the operator only, live, each with
+/// its phases per Config ([`Tracker::phases`]); no edits, restart or backlog. Writes
+/// `report-live-N.json`. Not in `make bench`: `cargo test --release --test bench -- --exact
+/// bench_live --nocapture` on the bench's control plane (`AIGW_DEV_DIR=target/bench/cluster
+/// bash hack/cluster-up.sh`, then `KUBECONFIG=target/bench/cluster/kubeconfig`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bench_live() {
+    let (opts, kube, token_file) = setup().await;
+    let emulator = Emulator::start(&opts, &token_file).await;
+    eprintln!("== crash-safe floor, live: N={}", opts.n);
+    let floor = run_floor(&opts, &kube, &emulator, Floor::CrashSafe).await;
+    eprintln!("{floor}");
+    eprintln!("== aigw operator, live: N={}", opts.n);
+    let ns = namespace(&kube, "bench-aigw").await;
+    let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
+    let tracker = Tracker::watch(api.clone());
+    let (mut operator, aigw) = rollout(&opts, &emulator, &token_file, (&ns, &api), &tracker).await;
+    operator.kill().await;
+    let seconds = |run: &Value| run["rollout_seconds"].as_f64().unwrap_or(f64::NAN);
+    let report = json!({
+        "n": opts.n,
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "crash_safe_floor": floor,
+        "aigw": aigw,
+        "ratio": round(seconds(&aigw) / seconds(&floor), 2),
+    });
+    write_report(&opts, &format!("report-live-{}.json", opts.n), &report);
+    drop(emulator);
+}
+
 /// `make bench-scale` (hack/bench-scale.sh, one N per fresh control plane): N Configs as a backlog,
 /// the operator started on them at the rollout's flags, then edits, then a restart with default
 /// flags; the operator's and the control plane's peak RSS and CPU, per object. Writes
@@ -877,11 +907,37 @@ impl Made {
     }
 }
 
+/// The kubeconfig of the operator's identity for namespace `ns` (the chart's RBAC for it): the
+/// ServiceAccount impersonated, or with `BENCH_IDENTITY=token` its own token, as a real install
+/// authenticates.
+async fn operator_kubeconfig(admin: &kube::Client, ns: &str, out: &std::path::Path) -> PathBuf {
+    match std::env::var("BENCH_IDENTITY").as_deref() {
+        Ok("token") => support::chart::operator_token_kubeconfig(admin, ns, out).await,
+        _ => support::chart::operator_kubeconfig(admin, ns, out).await,
+    }
+}
+
 /// The floor: as each Config is created, a worker POSTs it and patches its status Ready.
 async fn run_floor(opts: &Opts, kube: &kube::Client, emulator: &Emulator, floor: Floor) -> Value {
     let ns = namespace(kube, &floor.namespace(false)).await;
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
     let tracker = Tracker::watch(api.clone());
+    // `BENCH_FLOOR_AS_OPERATOR=1`: the workers write as the operator does, impersonating the
+    // chart's ServiceAccount (a probe of what the identity costs the apiserver).
+    let writer = match std::env::var("BENCH_FLOOR_AS_OPERATOR").as_deref() {
+        Ok("1") => {
+            let path = operator_kubeconfig(kube, &ns, &opts.out).await;
+            let config =
+                kube::config::Kubeconfig::read_from(&path).expect("the operator's kubeconfig");
+            let options = kube::config::KubeConfigOptions::default();
+            let config = kube::Config::from_custom_kubeconfig(config, &options)
+                .await
+                .expect("a config from the operator's kubeconfig");
+            let client = kube::Client::try_from(config).expect("a client as the operator");
+            Api::namespaced(client, &ns)
+        }
+        _ => api.clone(),
+    };
     emulator.reset_stats().await;
     let before = apiserver_snapshot().await;
     let client = emulator.client();
@@ -890,7 +946,7 @@ async fn run_floor(opts: &Opts, kube: &kube::Client, emulator: &Emulator, floor:
     let t0 = Instant::now();
     let workers: Vec<_> = (0..CONCURRENCY)
         .map(|_| {
-            let worker = floor_worker(api.clone(), client.clone(), rx.clone(), floor);
+            let worker = floor_worker(writer.clone(), client.clone(), rx.clone(), floor);
             tokio::spawn(worker)
         })
         .collect();
@@ -903,6 +959,7 @@ async fn run_floor(opts: &Opts, kube: &kube::Client, emulator: &Emulator, floor:
     json!({
         "rollout_seconds": round(rollout.as_secs_f64(), 2),
         "create_seconds": round(created.as_secs_f64(), 2),
+        "phases": tracker.phases(t0),
         "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
         "management_api": management_figures(&emulator.stats().await, opts.n),
     })
@@ -979,33 +1036,7 @@ async fn run_operator(
     let ns = namespace(kube, "bench-aigw").await;
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
     let tracker = Tracker::watch(api.clone());
-    let mut operator = Operator::start(
-        opts,
-        emulator,
-        token_file,
-        &ns,
-        &fast_flags(),
-        "operator-rollout",
-    )
-    .await;
-    emulator.reset_stats().await;
-    let before = apiserver_snapshot().await;
-    let t0 = Instant::now();
-    let created = create_all(&api, opts.n, None).await;
-    let rollout = tracker.wait_all_ready(opts.n, t0).await;
-    let after = apiserver_snapshot().await;
-    let reconciles = operator.reconciles().await;
-    let proc_stats = operator.proc_stats();
-    let aigw = json!({
-        "rollout_seconds": round(rollout.as_secs_f64(), 2),
-        "create_seconds": round(created.as_secs_f64(), 2),
-        "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
-        "management_api": management_figures(&emulator.stats().await, opts.n),
-        "reconciles": reconciles,
-        "reconciles_per_resource": round(reconciles / opts.n as f64, 2),
-        "peak_rss_mib": proc_stats.0,
-        "cpu_seconds": proc_stats.1,
-    });
+    let (mut operator, aigw) = rollout(opts, emulator, token_file, (&ns, &api), &tracker).await;
     eprintln!("{}", serde_json::to_string(&aigw).unwrap_or_default());
     eprintln!("== {} edits, one at a time", opts.edits);
     let edits = edit_latencies(opts, &api, &tracker).await;
@@ -1017,6 +1048,46 @@ async fn run_operator(
     );
     let steady = steady_state(opts, emulator, token_file, &ns, &api, &tracker).await;
     (aigw, edits, steady)
+}
+
+/// The operator at the flags, started on the empty namespace `ns`, and its live rollout of
+/// N Configs the bench creates meanwhile: the running operator and the rollout's figures.
+async fn rollout(
+    opts: &Opts,
+    emulator: &Emulator,
+    token_file: &std::path::Path,
+    (ns, api): (&str, &Api<Config>),
+    tracker: &Tracker,
+) -> (Operator, Value) {
+    let operator = Operator::start(
+        opts,
+        emulator,
+        token_file,
+        ns,
+        &fast_flags(),
+        "operator-rollout",
+    )
+    .await;
+    emulator.reset_stats().await;
+    let before = apiserver_snapshot().await;
+    let t0 = Instant::now();
+    let created = create_all(api, opts.n, None).await;
+    let rollout = tracker.wait_all_ready(opts.n, t0).await;
+    let after = apiserver_snapshot().await;
+    let reconciles = operator.reconciles().await;
+    let proc_stats = operator.proc_stats();
+    let aigw = json!({
+        "rollout_seconds": round(rollout.as_secs_f64(), 2),
+        "create_seconds": round(created.as_secs_f64(), 2),
+        "phases": tracker.phases(t0),
+        "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
+        "management_api": management_figures(&emulator.stats().await, opts.n),
+        "reconciles": reconciles,
+        "reconciles_per_resource": round(reconciles / opts.n as f64, 2),
+        "peak_rss_mib": proc_stats.0,
+        "cpu_seconds": proc_stats.1,
+    });
+    (operator, aigw)
 }
 
 /// The floor on a backlog: the N Configs exist before it starts; the clock runs from its first
@@ -1302,10 +1373,16 @@ fn burst(
 // ---------------------------------------------------------------------------------------------
 // Watching readiness and versions
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Seen {
     ready: bool,
     version: Option<String>,
+    /// When the watch first showed the Config (its creation, give or take the watch's delay).
+    first: Instant,
+    /// When it first showed the finalizer: the intent write (or the floor's) came through.
+    claimed: Option<Instant>,
+    /// When it first showed it Ready.
+    ready_at: Option<Instant>,
 }
 
 /// What a watch on the namespace's Configs last showed, and a tick on every change.
@@ -1337,9 +1414,29 @@ impl Tracker {
                     })
                 });
                 let version = status.and_then(|s| s.version_id.clone());
-                map.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(name, Seen { ready, version });
+                let finalized = !config
+                    .metadata
+                    .finalizers
+                    .as_ref()
+                    .is_none_or(Vec::is_empty);
+                let now = Instant::now();
+                let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+                let seen = map.entry(name).or_insert_with(|| Seen {
+                    ready,
+                    version: None,
+                    first: now,
+                    claimed: None,
+                    ready_at: None,
+                });
+                seen.ready = ready;
+                seen.version = version;
+                if finalized && seen.claimed.is_none() {
+                    seen.claimed = Some(now);
+                }
+                if ready && seen.ready_at.is_none() {
+                    seen.ready_at = Some(now);
+                }
+                drop(map);
                 tx.send_modify(|t| *t += 1);
             }
         });
@@ -1368,6 +1465,49 @@ impl Tracker {
                 _ => return false,
             }
         }
+    }
+
+    /// Where a rollout's time went, per Config, from what the watch showed: from its first
+    /// sight to its finalizer (the watch's and the queue's delay, then the intent write), from
+    /// the finalizer to Ready (the POST and the status write), and from first sight to Ready;
+    /// and how many were first seen and how many became Ready in each 10 s since `t0`.
+    fn phases(&self, t0: Instant) -> Value {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let ms =
+            |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64() * 1e3;
+        let spread = |mut samples: Vec<f64>| {
+            samples.sort_by(f64::total_cmp);
+            let at = |q: f64| {
+                let last = samples.len().max(1);
+                let idx = ((q * samples.len() as f64).ceil() as usize).clamp(1, last) - 1;
+                samples.get(idx).map(|v| round(*v, 1))
+            };
+            json!({"n": samples.len(), "p10": at(0.1), "p50": at(0.5), "p90": at(0.9), "p99": at(0.99)})
+        };
+        let to_claim = seen.values().filter_map(|s| Some(ms(s.first, s.claimed?)));
+        let claim_to_ready = seen
+            .values()
+            .filter_map(|s| Some(ms(s.claimed?, s.ready_at?)));
+        let to_ready = seen.values().filter_map(|s| Some(ms(s.first, s.ready_at?)));
+        let per_10s = |at: &dyn Fn(&Seen) -> Option<Instant>| {
+            let mut windows: Vec<u64> = Vec::new();
+            for s in seen.values() {
+                let Some(when) = at(s) else { continue };
+                let window = (when.saturating_duration_since(t0).as_secs() / 10) as usize;
+                if windows.len() <= window {
+                    windows.resize(window + 1, 0);
+                }
+                windows[window] += 1;
+            }
+            windows
+        };
+        json!({
+            "ms_first_seen_to_finalizer": spread(to_claim.collect()),
+            "ms_finalizer_to_ready": spread(claim_to_ready.collect()),
+            "ms_first_seen_to_ready": spread(to_ready.collect()),
+            "first_seen_per_10s": per_10s(&|s| Some(s.first)),
+            "ready_per_10s": per_10s(&|s| s.ready_at),
+        })
     }
 
     /// Time from `t0` until all `n` are Ready for their generation (panics after
@@ -1522,13 +1662,16 @@ impl Operator {
         let admin = kube::Client::try_default()
             .await
             .expect("a client of the bench's control plane (KUBECONFIG)");
-        let kubeconfig = support::chart::operator_kubeconfig(&admin, ns, &opts.out).await;
+        let kubeconfig = operator_kubeconfig(&admin, ns, &opts.out).await;
         let mut args: Vec<String> = ["--namespace", ns, "--cluster-selector"]
             .map(String::from)
             .to_vec();
         args.push(format!("aigw-test/env={ns}"));
         args.extend(["--leader-elect=false", "--leader-election-namespace", ns].map(String::from));
         args.extend(extra.iter().cloned());
+        // `BENCH_OPERATOR_FLAGS`: more flags for every operator the bench starts (a probe).
+        let probe = std::env::var("BENCH_OPERATOR_FLAGS").unwrap_or_default();
+        args.extend(probe.split_whitespace().map(String::from));
         let command = operator_command(opts, heaptrack.as_deref(), "steady");
         Self::launch(
             command,

@@ -133,6 +133,38 @@ impl Identity {
         )
     }
 
+    /// A kubeconfig of the local control plane carrying a token the apiserver issued to the
+    /// ServiceAccount (TokenRequest, one hour): the identity a real install's operator
+    /// authenticates with, without impersonation (which costs the apiserver more per request).
+    pub async fn token_kubeconfig(&self, admin: &Client) -> Kubeconfig {
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), &self.namespace);
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let issued = accounts
+            .create_token_request(&self.service_account, &PostParams::default(), &request)
+            .await
+            .expect("a token for the ServiceAccount");
+        let token = issued.status.expect("a TokenRequest answer").token;
+        let mut kubeconfig =
+            Kubeconfig::read_from(kubeconfig_path()).expect("unreadable kubeconfig");
+        for named in &mut kubeconfig.auth_infos {
+            if let Some(auth) = named.auth_info.as_mut() {
+                *auth = kube::config::AuthInfo {
+                    token: Some(token.clone().into()),
+                    ..Default::default()
+                };
+            }
+        }
+        kubeconfig
+    }
+
     /// [`Self::kubeconfig`] written to `dir/kubeconfig`, for `aigw operator` processes.
     pub fn kubeconfig_file(&self, dir: &Path) -> PathBuf {
         let path = dir.join("kubeconfig");
@@ -395,4 +427,15 @@ pub async fn apply(admin: &Client, document: Value) -> DynamicObject {
 pub async fn operator_kubeconfig(admin: &Client, namespace: &str, dir: &Path) -> PathBuf {
     let scope = Scope::watched(&[namespace]).lease_namespace(namespace);
     install(admin, &scope).await.kubeconfig_file(dir)
+}
+
+/// [`operator_kubeconfig`] with the ServiceAccount's own token ([`Identity::token_kubeconfig`])
+/// instead of impersonation, written to `dir/kubeconfig`.
+pub async fn operator_token_kubeconfig(admin: &Client, namespace: &str, dir: &Path) -> PathBuf {
+    let scope = Scope::watched(&[namespace]).lease_namespace(namespace);
+    let kubeconfig = install(admin, &scope).await.token_kubeconfig(admin).await;
+    let path = dir.join("kubeconfig");
+    let text = serde_yaml::to_string(&kubeconfig).expect("kubeconfig as YAML");
+    std::fs::write(&path, text).expect("write the kubeconfig");
+    path
 }
