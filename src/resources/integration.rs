@@ -17,7 +17,6 @@ use super::limits::{RateLimit, UsageLimits, covers};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, embeds_managed};
 use crate::api;
-use crate::api::secret_fields::CREDENTIAL_KEYS;
 
 /// An integration (`/ai_gw/admin/v2/integrations`): the upstream credential of the
 /// organisation, granted to workspaces, on which Providers are made. The key and the
@@ -310,33 +309,18 @@ embeds_managed!(IntegrationStatus, ManagedStatus);
 /// `configurations`: free-form, credential keys refused in plain text at the top level (deeper
 /// ones are refused before any write).
 fn configurations_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let mut properties = Map::new();
-    for key in CREDENTIAL_KEYS.iter().copied() {
-        properties.insert(
-            key.into(),
-            json!({
-                "type": "string",
-                "description": format!("A credential: refused here in plain text. Keep it in a Secret and set it with spec.secretRefs (path: /{key})."),
-            }),
-        );
-    }
-    let rules: Vec<Value> = CREDENTIAL_KEYS
-        .iter()
-        .map(|key| {
-            json!({
-                "rule": format!("!has(self.{key})"),
-                "fieldPath": format!(".{key}"),
-                "reason": "FieldValueForbidden",
-                "message": format!("{key} must not be written in spec.configurations in plain text: keep it in a Secret and set it with spec.secretRefs (path: /{key})"),
-            })
-        })
-        .collect();
-    let schema = json!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true,
-        "properties": properties,
-        "x-kubernetes-validations": rules,
-    });
+    let instead =
+        |key: &str| format!("keep it in a Secret and set it with spec.secretRefs (path: /{key})");
+    let schema = super::common::refusing_credentials(
+        "spec.configurations",
+        |key| {
+            format!(
+                "A credential: refused here in plain text. Keep it in a Secret and set it with spec.secretRefs (path: /{key})."
+            )
+        },
+        instead,
+        Map::new(),
+    );
     serde_json::from_value(schema).unwrap_or_else(|_| schemars::json_schema!({"type": "object"}))
 }
 
