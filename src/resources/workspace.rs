@@ -178,6 +178,11 @@ pub struct WorkspaceSettings {
 }
 
 impl WorkspaceSpec {
+    /// The Config resource `defaults.configRef` names, if any.
+    pub fn default_config_ref(&self) -> Option<&WorkspaceConfigRef> {
+        self.defaults.as_ref()?.config_ref.as_ref()
+    }
+
     /// The settings, with the default config `config` resolves to.
     pub fn settings(&self, config: Option<DefaultConfig>) -> WorkspaceSettings {
         let defaults = self.defaults.as_ref().map(|d| {
