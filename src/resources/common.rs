@@ -329,6 +329,24 @@ pub fn differing<const N: usize>(checks: [(&'static str, bool); N]) -> Vec<&'sta
         .collect()
 }
 
+/// True when the spec sets `wanted` and the remote value differs: a field the spec leaves out
+/// leaves the remote value alone.
+pub fn set_and_differs<T: PartialEq>(wanted: &Option<T>, remote: &Option<T>) -> bool {
+    wanted.is_some() && wanted != remote
+}
+
+/// True when the spec names a slug (`wanted`) and the remote object has another one (an empty
+/// remote slug is none yet).
+pub fn other_slug(wanted: Option<&String>, remote: &str) -> bool {
+    wanted.is_some_and(|slug| !remote.is_empty() && remote != slug)
+}
+
+/// True when the remote object belongs to a workspace (an empty id is none) other than
+/// `wanted`.
+pub fn other_workspace(remote: Option<&str>, wanted: &str) -> bool {
+    remote.is_some_and(|ws| !ws.is_empty() && ws != wanted)
+}
+
 /// True when two JSON documents mean the same: key order never matters (maps compare by key),
 /// and numbers compare by value, so a server that returns `1.0` as `1` is not a difference.
 /// Array order does matter (targets, fallbacks).

@@ -1,7 +1,7 @@
 //! The `Integration` kind: an organisation's upstream credential (an OpenAI key, Bedrock or
 //! Vertex credentials), the workspaces that may use it and the models it exposes.
 
-use super::common::DeletionPolicy;
+use super::common::{DeletionPolicy, differing, set_and_differs};
 use std::borrow::Cow;
 
 use kube::{CustomResource, KubeSchema};
@@ -416,13 +416,6 @@ impl IntegrationSpec {
     /// description when the spec sets one, and each readable configuration field the spec sets
     /// (secret ones read masked; the hash covers them).
     pub fn diff(&self, remote: &api::Integration) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if self.name != remote.name {
-            fields.push("name");
-        }
-        if self.description.is_some() && self.description != remote.description {
-            fields.push("description");
-        }
         let shown = remote.configurations.as_ref();
         let differs = self.configurations.iter().flatten().any(|(key, value)| {
             let from_secret = self.secret_refs.iter().any(|r| {
@@ -438,31 +431,28 @@ impl IntegrationSpec {
                     .and_then(|s| s.get(key))
                     .is_some_and(|have| !super::common::json_equivalent(have, value))
         });
-        if differs {
-            fields.push("configurations");
-        }
-        fields
+        differing([
+            ("name", self.name != remote.name),
+            (
+                "description",
+                set_and_differs(&self.description, &remote.description),
+            ),
+            ("configurations", differs),
+        ])
     }
 
     /// Fixed fields where the remote integration differs; no PUT can fix these. A
     /// workspace-scoped integration is not an organisation one and is refused too.
     pub fn immutable_conflicts(&self, remote: &api::Integration) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if remote
-            .ai_provider_id
-            .as_deref()
-            .is_some_and(|p| p != self.ai_provider_id)
-        {
-            fields.push("aiProviderId");
-        }
-        if remote
-            .workspace_id
-            .as_deref()
-            .is_some_and(|w| !w.is_empty())
-        {
-            fields.push("workspaceId");
-        }
-        fields
+        let provider = remote.ai_provider_id.as_deref();
+        let workspace = remote.workspace_id.as_deref();
+        differing([
+            (
+                "aiProviderId",
+                provider.is_some_and(|p| p != self.ai_provider_id),
+            ),
+            ("workspaceId", workspace.is_some_and(|w| !w.is_empty())),
+        ])
     }
 
     /// The workspace access rows to PUT so the API matches the spec: the spec's rows that

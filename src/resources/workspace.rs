@@ -2,7 +2,7 @@
 //! console does it (an IAM scope, the workspace naming it, the scope bound to the workspace's
 //! slug), or adopted by slug.
 
-use super::common::DeletionPolicy;
+use super::common::{DeletionPolicy, set_and_differs};
 use std::collections::BTreeMap;
 
 use kube::{CustomResource, KubeSchema};
@@ -258,7 +258,7 @@ impl WorkspaceSettings {
         if remote.plain_name() != self.name {
             fields.push("name");
         }
-        if self.description.is_some() && self.description != remote.description {
+        if set_and_differs(&self.description, &remote.description) {
             fields.push("description");
         }
         let icon = remote.icon.as_deref().unwrap_or_default();
