@@ -227,22 +227,14 @@ async fn bench_scale() {
     let created = create_all(&api, opts.n, None).await;
     let plane_idle = ControlPlane::stats();
     let tracker = Tracker::watch(api.clone());
-    emulator.reset_stats().await;
-    let before = apiserver_snapshot().await;
+    let window = Window::open(&emulator).await;
     let t0 = Instant::now();
     eprintln!("== operator on the backlog");
-    let mut operator = Operator::start(
-        &opts,
-        &emulator,
-        &token_file,
-        &ns,
-        &fast_flags(),
-        "operator-scale",
-    )
-    .await;
+    let mut operator =
+        Operator::rolling_out(&opts, &emulator, &token_file, &ns, "operator-scale").await;
     let readyz = t0.elapsed();
     let rollout = tracker.wait_all_ready(opts.n, t0).await;
-    let after = apiserver_snapshot().await;
+    let apiserver = window.apiserver().await;
     let (rss, cpu) = operator.proc_stats();
     let plane = ControlPlane::stats();
     let reconciles = operator.reconciles().await;
@@ -267,7 +259,7 @@ async fn bench_scale() {
             "rollout_seconds": round(rollout.as_secs_f64(), 1),
             "readyz_after_start_seconds": round(readyz.as_secs_f64(), 2),
             "reconciles_per_resource": round(reconciles / n, 2),
-            "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
+            "apiserver": apiserver_figures(&apiserver, opts.n),
             "management_api": management,
             "peak_rss_mib": rss,
             "cpu_seconds": cpu,
@@ -554,9 +546,7 @@ async fn floor_mixed_worker(
     rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Created>>>,
 ) {
     use aigw::resources::config_document::SecretDocument;
-    use aigw::resources::{
-        api_key, deployment, guardrail, rate_limits_policy, usage_limits_policy,
-    };
+    use aigw::resources::{RateLimitsPolicy, UsageLimitsPolicy, api_key, deployment, guardrail};
     loop {
         let next = rx.lock().await.recv().await;
         let Some(Created {
@@ -579,26 +569,8 @@ async fn floor_mixed_worker(
                     .expect("floor POST");
                 None
             }
-            "RateLimitsPolicy" => {
-                let spec: rate_limits_policy::RateLimitsPolicySpec =
-                    serde_json::from_value(spec).expect("a spec");
-                client
-                    .rate_limits()
-                    .create(&spec.create_request())
-                    .await
-                    .expect("floor POST");
-                None
-            }
-            "UsageLimitsPolicy" => {
-                let spec: usage_limits_policy::UsageLimitsPolicySpec =
-                    serde_json::from_value(spec).expect("a spec");
-                client
-                    .usage_limits()
-                    .create(&spec.create_request())
-                    .await
-                    .expect("floor POST");
-                None
-            }
+            "RateLimitsPolicy" => post_policy::<RateLimitsPolicy>(&client, spec).await,
+            "UsageLimitsPolicy" => post_policy::<UsageLimitsPolicy>(&client, spec).await,
             "Guardrail" => {
                 let spec: guardrail::GuardrailSpec = serde_json::from_value(spec).expect("a spec");
                 let request = spec
@@ -661,6 +633,18 @@ async fn floor_mixed_worker(
     }
 }
 
+/// The floor's POST of a policy kind's spec: the call the operator's create makes. A policy
+/// has no Secret to write (`None`).
+async fn post_policy<P>(client: &Client, spec: Value) -> Option<(String, String)>
+where
+    P: aigw::resources::policy::Policy<Spec: serde::de::DeserializeOwned>,
+{
+    let spec: P::Spec = serde_json::from_value(spec).expect("a spec");
+    let policy = P::with_spec(Default::default(), spec);
+    policy.create(client).await.expect("floor POST");
+    None
+}
+
 /// `make bench` (after the Configs): the mixed set of [`MIX`] at N objects in total, rolled out
 /// by the floor and by the operator, live and as a backlog. Writes `report-mixed-N.json`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -679,32 +663,14 @@ async fn bench_mixed() {
     let floor = {
         let ns = namespace(&kube, "mixed-floor").await;
         let tracker = MixedTracker::watch(&kube, &ns);
-        emulator.reset_stats().await;
-        let before = apiserver_snapshot().await;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        let window = Window::open(&emulator).await;
         let t0 = Instant::now();
-        let workers: Vec<_> = (0..CONCURRENCY)
-            .map(|_| {
-                tokio::spawn(floor_mixed_worker(
-                    kube.clone(),
-                    ns.clone(),
-                    emulator.client(),
-                    rx.clone(),
-                ))
-            })
-            .collect();
+        let (tx, workers) =
+            floor_pool(|rx| floor_mixed_worker(kube.clone(), ns.clone(), emulator.client(), rx));
         create_mixed(&kube, &ns, n, &workspace, Some(tx)).await;
         let rollout = tracker.wait_all_ready(n, t0).await;
-        for worker in workers {
-            worker.await.expect("a floor worker panicked");
-        }
-        let after = apiserver_snapshot().await;
-        json!({
-            "rollout_seconds": round(rollout.as_secs_f64(), 2),
-            "apiserver": apiserver_figures(&delta(&before, &after), n),
-            "management_api": management_figures(&emulator.stats().await, n),
-        })
+        workers.join().await;
+        Value::Object(window.figures(rollout, n).await)
     };
     eprintln!("{floor}");
 
@@ -726,12 +692,11 @@ async fn bench_mixed() {
             create_mixed(&kube, &ns, n, &workspace, None).await;
         }
         let t_start = Instant::now();
-        let operator = Operator::start(
+        let operator = Operator::rolling_out(
             &opts,
             &emulator,
             &token_file,
             &ns,
-            &fast_flags(),
             if backlog {
                 "operator-mixed-backlog"
             } else {
@@ -739,24 +704,21 @@ async fn bench_mixed() {
             },
         )
         .await;
-        emulator.reset_stats().await;
-        let before = apiserver_snapshot().await;
+        let window = Window::open(&emulator).await;
         let t0 = if backlog { t_start } else { Instant::now() };
         if !backlog {
             create_mixed(&kube, &ns, n, &workspace, None).await;
         }
         let rollout = tracker.wait_all_ready(n, t0).await;
-        let after = apiserver_snapshot().await;
+        let mut run = window.figures(rollout, n).await;
         let reconciles = operator.reconciles().await;
         let (rss, cpu) = operator.proc_stats();
-        let run = json!({
-            "rollout_seconds": round(rollout.as_secs_f64(), 2),
-            "apiserver": apiserver_figures(&delta(&before, &after), n),
-            "management_api": management_figures(&emulator.stats().await, n),
+        run.extend(as_map(json!({
             "reconciles_per_resource": round(reconciles / n as f64, 2),
             "peak_rss_mib": rss,
             "cpu_seconds": cpu,
-        });
+        })));
+        let run = Value::Object(run);
         eprintln!("{run}");
         runs.push(run);
     }
@@ -938,31 +900,18 @@ async fn run_floor(opts: &Opts, kube: &kube::Client, emulator: &Emulator, floor:
         }
         _ => api.clone(),
     };
-    emulator.reset_stats().await;
-    let before = apiserver_snapshot().await;
+    let window = Window::open(emulator).await;
     let client = emulator.client();
-    let (tx, rx) = mpsc::unbounded_channel::<Made>();
-    let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let t0 = Instant::now();
-    let workers: Vec<_> = (0..CONCURRENCY)
-        .map(|_| {
-            let worker = floor_worker(writer.clone(), client.clone(), rx.clone(), floor);
-            tokio::spawn(worker)
-        })
-        .collect();
+    let (tx, workers) = floor_pool(|rx| floor_worker(writer.clone(), client.clone(), rx, floor));
     let created = create_all(&api, opts.n, Some(tx)).await;
     let rollout = tracker.wait_all_ready(opts.n, t0).await;
-    for worker in workers {
-        worker.await.expect("a floor worker panicked");
-    }
-    let after = apiserver_snapshot().await;
-    json!({
-        "rollout_seconds": round(rollout.as_secs_f64(), 2),
-        "create_seconds": round(created.as_secs_f64(), 2),
-        "phases": tracker.phases(t0),
-        "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
-        "management_api": management_figures(&emulator.stats().await, opts.n),
-    })
+    workers.join().await;
+    let mut figures = window.figures(rollout, opts.n).await;
+    let create_seconds = round(created.as_secs_f64(), 2);
+    figures.insert("create_seconds".into(), json!(create_seconds));
+    figures.insert("phases".into(), tracker.phases(t0));
+    Value::Object(figures)
 }
 
 async fn floor_worker(
@@ -1059,34 +1008,23 @@ async fn rollout(
     (ns, api): (&str, &Api<Config>),
     tracker: &Tracker,
 ) -> (Operator, Value) {
-    let operator = Operator::start(
-        opts,
-        emulator,
-        token_file,
-        ns,
-        &fast_flags(),
-        "operator-rollout",
-    )
-    .await;
-    emulator.reset_stats().await;
-    let before = apiserver_snapshot().await;
+    let operator = Operator::rolling_out(opts, emulator, token_file, ns, "operator-rollout").await;
+    let window = Window::open(emulator).await;
     let t0 = Instant::now();
     let created = create_all(api, opts.n, None).await;
     let rollout = tracker.wait_all_ready(opts.n, t0).await;
-    let after = apiserver_snapshot().await;
+    let mut aigw = window.figures(rollout, opts.n).await;
     let reconciles = operator.reconciles().await;
     let proc_stats = operator.proc_stats();
-    let aigw = json!({
-        "rollout_seconds": round(rollout.as_secs_f64(), 2),
+    aigw.extend(as_map(json!({
         "create_seconds": round(created.as_secs_f64(), 2),
         "phases": tracker.phases(t0),
-        "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
-        "management_api": management_figures(&emulator.stats().await, opts.n),
         "reconciles": reconciles,
         "reconciles_per_resource": round(reconciles / opts.n as f64, 2),
         "peak_rss_mib": proc_stats.0,
         "cpu_seconds": proc_stats.1,
-    });
+    })));
+    let aigw = Value::Object(aigw);
     (operator, aigw)
 }
 
@@ -1102,18 +1040,10 @@ async fn run_floor_backlog(
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
     create_all(&api, opts.n, None).await;
     let tracker = Tracker::watch(api.clone());
-    emulator.reset_stats().await;
-    let before = apiserver_snapshot().await;
+    let window = Window::open(emulator).await;
     let client = emulator.client();
-    let (tx, rx) = mpsc::unbounded_channel::<Made>();
-    let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let t0 = Instant::now();
-    let workers: Vec<_> = (0..CONCURRENCY)
-        .map(|_| {
-            let worker = floor_worker(api.clone(), client.clone(), rx.clone(), floor);
-            tokio::spawn(worker)
-        })
-        .collect();
+    let (tx, workers) = floor_pool(|rx| floor_worker(api.clone(), client.clone(), rx, floor));
     let mut params = kube::api::ListParams::default().limit(500);
     loop {
         let page = api.list(&params).await.expect("the floor's list failed");
@@ -1127,15 +1057,8 @@ async fn run_floor_backlog(
     }
     drop(tx);
     let rollout = tracker.wait_all_ready(opts.n, t0).await;
-    for worker in workers {
-        worker.await.expect("a floor worker panicked");
-    }
-    let after = apiserver_snapshot().await;
-    json!({
-        "rollout_seconds": round(rollout.as_secs_f64(), 2),
-        "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
-        "management_api": management_figures(&emulator.stats().await, opts.n),
-    })
+    workers.join().await;
+    Value::Object(window.figures(rollout, opts.n).await)
 }
 
 /// The operator on a backlog: the N Configs exist before it starts, at the rollout's flags; the
@@ -1150,33 +1073,22 @@ async fn run_operator_backlog(
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
     create_all(&api, opts.n, None).await;
     let tracker = Tracker::watch(api.clone());
-    emulator.reset_stats().await;
-    let before = apiserver_snapshot().await;
+    let window = Window::open(emulator).await;
     let t0 = Instant::now();
-    let operator = Operator::start(
-        opts,
-        emulator,
-        token_file,
-        &ns,
-        &fast_flags(),
-        "operator-backlog",
-    )
-    .await;
+    let operator = Operator::rolling_out(opts, emulator, token_file, &ns, "operator-backlog").await;
     let readyz = t0.elapsed();
     let rollout = tracker.wait_all_ready(opts.n, t0).await;
-    let after = apiserver_snapshot().await;
+    let mut figures = window.figures(rollout, opts.n).await;
     let reconciles = operator.reconciles().await;
     let (rss, cpu) = operator.proc_stats();
-    json!({
-        "rollout_seconds": round(rollout.as_secs_f64(), 2),
+    figures.extend(as_map(json!({
         "readyz_after_start_seconds": round(readyz.as_secs_f64(), 2),
-        "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
-        "management_api": management_figures(&emulator.stats().await, opts.n),
         "reconciles": reconciles,
         "reconciles_per_resource": round(reconciles / opts.n as f64, 2),
         "peak_rss_mib": rss,
         "cpu_seconds": cpu,
-    })
+    })));
+    Value::Object(figures)
 }
 
 /// The rollout's flags: the baseline concurrency and API budget.
@@ -1556,19 +1468,8 @@ impl Emulator {
             url: format!("http://127.0.0.1:{port}"),
             http: reqwest::Client::new(),
         };
-        let up = support::wait_until(Duration::from_secs(30), || async {
-            emulator
-                .http
-                .get(emulator.stats_url())
-                .send()
-                .await
-                .ok()?
-                .status()
-                .is_success()
-                .then_some(())
-        })
-        .await;
-        assert!(up.is_some(), "the emulator did not answer within 30 s");
+        let up = answers_within(&emulator.http, &emulator.stats_url(), 30).await;
+        assert!(up, "the emulator did not answer within 30 s");
         emulator
     }
 
@@ -1641,6 +1542,17 @@ struct Operator {
 
 impl Operator {
     /// Starts `aigw operator` on the one namespace with `extra` flags and waits for `/readyz`.
+    /// [`Operator::start`] at the rollout's flags ([`fast_flags`]).
+    async fn rolling_out(
+        opts: &Opts,
+        emulator: &Emulator,
+        token_file: &std::path::Path,
+        ns: &str,
+        log_name: &str,
+    ) -> Self {
+        Self::start(opts, emulator, token_file, ns, &fast_flags(), log_name).await
+    }
+
     async fn start(
         opts: &Opts,
         emulator: &Emulator,
@@ -1721,19 +1633,9 @@ impl Operator {
             metrics: format!("http://127.0.0.1:{port}"),
             profiled,
         };
-        let http = reqwest::Client::new();
-        let ready = support::wait_until(Duration::from_secs(120), || async {
-            let url = format!("{}/readyz", operator.metrics);
-            http.get(url)
-                .send()
-                .await
-                .ok()?
-                .status()
-                .is_success()
-                .then_some(())
-        })
-        .await;
-        assert!(ready.is_some(), "the operator was not ready within 120 s");
+        let url = format!("{}/readyz", operator.metrics);
+        let ready = answers_within(&reqwest::Client::new(), &url, 120).await;
+        assert!(ready, "the operator was not ready within 120 s");
         operator
     }
 
@@ -1824,6 +1726,15 @@ fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
+/// Whether a GET of `url` succeeds within `seconds`, asked again until then.
+async fn answers_within(http: &reqwest::Client, url: &str, seconds: u64) -> bool {
+    let answered = support::wait_until(Duration::from_secs(seconds), || async {
+        let response = http.get(url).send().await.ok()?;
+        response.status().is_success().then_some(())
+    });
+    answered.await.is_some()
+}
+
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     listener.local_addr().expect("its address").port()
@@ -1844,6 +1755,68 @@ async fn namespace(kube: &kube::Client, prefix: &str) -> String {
 
 // ---------------------------------------------------------------------------------------------
 // Counting: apiserver_request_total and the emulator's stats
+
+/// One measured run: it opens with the emulator's counters reset and the apiserver's read.
+struct Window<'a> {
+    emulator: &'a Emulator,
+    before: BTreeMap<String, f64>,
+}
+
+impl<'a> Window<'a> {
+    async fn open(emulator: &'a Emulator) -> Self {
+        emulator.reset_stats().await;
+        let before = apiserver_snapshot().await;
+        Self { emulator, before }
+    }
+
+    /// The apiserver's requests since the window opened.
+    async fn apiserver(&self) -> BTreeMap<String, f64> {
+        delta(&self.before, &apiserver_snapshot().await)
+    }
+
+    /// What every run reports as it ends now: the rollout's time and the calls per object (of
+    /// `n`) to the apiserver and to the management API. A run adds its own figures.
+    async fn figures(&self, rollout: Duration, n: usize) -> serde_json::Map<String, Value> {
+        let apiserver = apiserver_figures(&self.apiserver().await, n);
+        let mut figures = serde_json::Map::new();
+        figures.insert(
+            "rollout_seconds".into(),
+            json!(round(rollout.as_secs_f64(), 2)),
+        );
+        figures.insert("apiserver".into(), apiserver);
+        let management = management_figures(&self.emulator.stats().await, n);
+        figures.insert("management_api".into(), management);
+        figures
+    }
+}
+
+/// [`CONCURRENCY`] floor workers, `worker(rx)` each, sharing one channel: what the returned
+/// sender sends is their work, and dropping it (every clone) ends them.
+fn floor_pool<T, F>(
+    worker: impl Fn(Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<T>>>) -> F,
+) -> (mpsc::UnboundedSender<T>, FloorPool)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
+    let workers = (0..CONCURRENCY)
+        .map(|_| tokio::spawn(worker(rx.clone())))
+        .collect();
+    (tx, FloorPool(workers))
+}
+
+/// The workers of [`floor_pool`].
+struct FloorPool(Vec<tokio::task::JoinHandle<()>>);
+
+impl FloorPool {
+    /// Waits for every worker to end (its channel closed and drained).
+    async fn join(self) {
+        for worker in self.0 {
+            worker.await.expect("a floor worker panicked");
+        }
+    }
+}
 
 /// `apiserver_request_total` summed by `VERB resource[/subresource]`, with the code appended
 /// when it is not 2xx (resource requests only).
@@ -1972,6 +1945,14 @@ fn management_figures(stats: &Value, n: usize) -> Value {
 fn round(value: f64, digits: i32) -> f64 {
     let scale = 10f64.powi(digits);
     (value * scale).round() / scale + 0.0
+}
+
+/// The fields of a JSON object (`json!({…})` of a run's own figures).
+fn as_map(value: Value) -> serde_json::Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    }
 }
 
 fn round_map(map: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {

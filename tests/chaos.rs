@@ -791,13 +791,33 @@ struct Chaos {
 }
 
 impl Chaos {
+    /// Records the kill that ended round `step` (of `kills`).
+    fn killed(&mut self, kill: Kill, step: usize, kills: usize) {
+        self.incidents.push((kill.at, kill.at));
+        self.takeovers.push(kill.took.as_secs_f64());
+        eprintln!(
+            "chaos: kill {}/{kills}: {} trigger changes before it, {} {:.1} s",
+            step + 1,
+            kill.changed,
+            kill.settled,
+            kill.took.as_secs_f64()
+        );
+    }
+
+    /// Records a pause (SIGSTOP) of a replica, from its start to its end.
+    fn paused(&mut self, pause: (Timestamp, Timestamp)) {
+        self.incidents.push(pause);
+        self.pauses += 1;
+    }
+
     /// The disruptions of both modes at the same rounds: Configs deleted while their creates
     /// run (two thirds in) and an apiserver restart (halfway).
-    async fn disrupt_at(&mut self, spread: &Spread, scale: &Scale, step: usize) {
-        if step == scale.kills * 2 / 3 {
-            self.deleted_during_create += delete_during_creates(spread, step, 10).await;
+    async fn disrupt_at(&mut self, round: &Round<'_>) {
+        let (kills, step) = (round.scale.kills, round.step);
+        if step == kills * 2 / 3 {
+            self.deleted_during_create += delete_during_creates(round.spread, step, 10).await;
         }
-        if step == scale.kills / 2 {
+        if step == kills / 2 {
             self.restart_apiserver();
         }
     }
@@ -832,6 +852,32 @@ async fn delete_during_creates(spread: &Spread, step: usize, n: usize) -> usize 
     n
 }
 
+/// One round of chaos, as a mode's round function gets it.
+struct Round<'a> {
+    spread: &'a Spread,
+    scale: &'a Scale,
+    windows: &'a Mutex<Windows>,
+    step: usize,
+}
+
+impl Round<'_> {
+    /// [`change_triggers_between_pauses`] in this round: how many triggers changed.
+    async fn change_triggers(&self) -> usize {
+        change_triggers_between_pauses(self.spread, self.windows, self.step).await
+    }
+}
+
+/// The kill that ends a round: when, after how many trigger changes, and how long until the
+/// objects were served again (`settled` says how that was told).
+struct Kill {
+    at: Timestamp,
+    changed: usize,
+    took: Duration,
+    settled: &'static str,
+}
+
+/// The rounds, [`Scale::kills`] of them, each in the mode's way (leader election, or
+/// [`shards::round`]) and each ending with a kill.
 async fn run_chaos(
     spread: &Spread,
     scale: &Scale,
@@ -840,36 +886,47 @@ async fn run_chaos(
 ) -> Chaos {
     let mut chaos = Chaos::default();
     for step in 0..scale.kills {
-        let mut leader = replicas.sole_leader().await;
-        let changed = change_triggers_between_pauses(spread, windows, step).await;
-        if step == (scale.kills / 3).max(1) {
-            let pause = replicas.pause_past_the_lease(leader).await;
-            chaos.incidents.push(pause);
-            chaos.pauses += 1;
-            eprintln!("chaos: leader paused (SIGSTOP) for {PAUSE:?}, resumed and exited");
-            leader = replicas.sole_leader().await;
-        }
-        chaos.disrupt_at(spread, scale, step).await;
-        let alive = replicas
-            .live
-            .get_mut(leader)
-            .is_some_and(|(process, _)| !process.exited());
-        let leader = match alive {
-            true => leader,
-            false => replicas.sole_leader().await,
+        let round = Round {
+            spread,
+            scale,
+            windows,
+            step,
         };
-        let killed_at = Timestamp::now();
-        let takeover = replicas.kill_and_time_takeover(leader).await;
-        chaos.incidents.push((killed_at, killed_at));
-        chaos.takeovers.push(takeover.as_secs_f64());
-        eprintln!(
-            "chaos: kill {}/{}: {changed} trigger changes before it, takeover {:.1} s",
-            step + 1,
-            scale.kills,
-            takeover.as_secs_f64()
-        );
+        let kill = match scale.shards {
+            0 => leader_round(round, &mut chaos, replicas).await,
+            _ => shards::round(round, &mut chaos, replicas).await,
+        };
+        chaos.killed(kill, step, scale.kills);
     }
     chaos
+}
+
+/// A round of the leader-election mode: the leader paused past its lease once, and killed.
+async fn leader_round(round: Round<'_>, chaos: &mut Chaos, replicas: &mut Replicas) -> Kill {
+    let mut leader = replicas.sole_leader().await;
+    let changed = round.change_triggers().await;
+    if round.step == (round.scale.kills / 3).max(1) {
+        chaos.paused(replicas.pause_past_the_lease(leader).await);
+        eprintln!("chaos: leader paused (SIGSTOP) for {PAUSE:?}, resumed and exited");
+        leader = replicas.sole_leader().await;
+    }
+    chaos.disrupt_at(&round).await;
+    let alive = replicas
+        .live
+        .get_mut(leader)
+        .is_some_and(|(process, _)| !process.exited());
+    let leader = match alive {
+        true => leader,
+        false => replicas.sole_leader().await,
+    };
+    let at = Timestamp::now();
+    let took = replicas.kill_and_time_takeover(leader).await;
+    Kill {
+        at,
+        changed,
+        took,
+        settled: "takeover",
+    }
 }
 
 fn random_pause(min_s: f64, max_s: f64) -> Duration {
@@ -1337,10 +1394,7 @@ async fn exactly_once_under_kills_failover_and_faults() {
     let windows = Arc::new(Mutex::new(Windows::default()));
     create_all(&spread, &scale, &windows).await;
     let watcher = watch_windows(&spread, windows.clone());
-    let chaos = match scale.shards {
-        0 => run_chaos(&spread, &scale, &mut replicas, &windows).await,
-        _ => shards::run_chaos(&spread, &scale, &mut replicas, &windows).await,
-    };
+    let chaos = run_chaos(&spread, &scale, &mut replicas, &windows).await;
 
     emulator.faults("{}").await;
     replicas.steady().await;

@@ -13,7 +13,10 @@ use aigw::controller::state::claim_guard::ClaimMode;
 use aigw::controller::{self, Connections, Context, Leadership, Metrics, Settings};
 use clap::builder::BoolishValueParser;
 
+// Two `mut_arg(…, boolish)` calls on different flags, which this lint misreads as repeats.
+#[allow(clippy::duplicated_attributes)]
 #[derive(clap::Args)]
+#[command(mut_arg("leader_elect", boolish), mut_arg("shards", boolish))]
 pub struct OperatorArgs {
     /// Root of the management API; `/ai_gw/v2…` and `/ai_gw/admin/v2…` are appended. Defines
     /// the connection named `default`.
@@ -127,32 +130,12 @@ pub struct OperatorArgs {
     dry_run: bool,
     /// Hold the Lease `aigw` so that of several replicas only one reconciles (the others stand
     /// by with warm caches); `--leader-elect=false` makes this replica always act.
-    #[arg(
-        long,
-        env = "AIGW_LEADER_ELECT",
-        default_value_t = true,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        action = clap::ArgAction::Set,
-        value_parser = BoolishValueParser::new(),
-        value_name = "BOOL"
-    )]
+    #[arg(long, env = "AIGW_LEADER_ELECT", default_value_t = true)]
     leader_elect: bool,
     /// Active-active shards: every replica holds a Lease of its own (`aigw-<identity>` in the
     /// leader-election namespace) and the live replicas split the objects among themselves by
     /// namespace (by uid for cluster-scoped kinds). Needs `--leader-elect`.
-    #[arg(
-        long,
-        env = "AIGW_SHARDS",
-        default_value_t = false,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        action = clap::ArgAction::Set,
-        value_parser = BoolishValueParser::new(),
-        value_name = "BOOL"
-    )]
+    #[arg(long, env = "AIGW_SHARDS", default_value_t = false)]
     shards: bool,
     /// Namespace of the leader Lease (the pod's namespace via `POD_NAMESPACE`, else `default`).
     #[arg(
@@ -226,6 +209,17 @@ fn parse_selector(value: &str) -> Result<String, String> {
 
 fn parse_installation_id(value: &str) -> Result<String, String> {
     aigw::controller::state::installation::check_id(value).map(|()| value.to_string())
+}
+
+/// A boolean flag that also takes a value: `--flag` and `--flag=true` set it, `--flag=false`
+/// (or `0`, `no`, `off`) clears it, so a default of `true` can be turned off.
+fn boolish(arg: clap::Arg) -> clap::Arg {
+    arg.num_args(0..=1)
+        .require_equals(true)
+        .default_missing_value("true")
+        .action(clap::ArgAction::Set)
+        .value_parser(BoolishValueParser::new())
+        .value_name("BOOL")
 }
 
 /// Feeds per-request results of the API client into the operator's metrics.
@@ -401,5 +395,30 @@ async fn run_elected(
             tracing::error!(error = %lost, "stopping: this replica is no longer the leader");
             Err(lost.into())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, Command, FromArgMatches};
+
+    use super::OperatorArgs;
+
+    fn parse(args: &[&str]) -> OperatorArgs {
+        let command = OperatorArgs::augment_args(Command::new("operator"));
+        let matches = command
+            .try_get_matches_from(std::iter::once("operator").chain(args.iter().copied()))
+            .expect("valid flags");
+        OperatorArgs::from_arg_matches(&matches).expect("parsed")
+    }
+
+    #[test]
+    fn boolish_flags_take_an_optional_value() {
+        let defaults = parse(&[]);
+        assert!(defaults.leader_elect && !defaults.shards);
+        let set = parse(&["--leader-elect=false", "--shards"]);
+        assert!(!set.leader_elect && set.shards);
+        let words = parse(&["--leader-elect=yes", "--shards=off"]);
+        assert!(words.leader_elect && !words.shards);
     }
 }

@@ -646,6 +646,40 @@ pub(super) fn compared(counterpart: &Counterpart, changes: Vec<FieldChange>) -> 
     entry(action, Some(counterpart.key.clone()), changes, None)
 }
 
+/// The entry for a found counterpart whose fixed fields `conflicts` and mutable `updates`
+/// differ (each shown from `current` to `desired`): [`compared`] when no fixed one does, else a
+/// conflict, as the remote `what` (`MCP server`) cannot change them and needs a new `kind`
+/// (`McpServer`).
+pub(super) fn compared_unless_fixed(
+    counterpart: Counterpart,
+    (conflicts, updates): (Vec<&str>, Vec<&str>),
+    (current, desired): (&Value, &Value),
+    (what, kind): (&str, &str),
+) -> Entry {
+    let mut fields = conflicts.clone();
+    fields.extend(updates);
+    let changes = field_changes(&fields, current, desired);
+    if conflicts.is_empty() {
+        return compared(&counterpart, changes);
+    }
+    let reason = fixed_differs(what, &conflicts, kind);
+    entry(
+        Action::Conflict,
+        Some(counterpart.key),
+        changes,
+        Some(reason),
+    )
+}
+
+/// Why a plan is a conflict when fixed `fields` of the remote `what` (`MCP server`) differ:
+/// the API cannot change them, a new `kind` (`McpServer`) is needed.
+pub(super) fn fixed_differs(what: &str, fields: &[&str], kind: &str) -> String {
+    format!(
+        "the remote {what} has a different {} and the API cannot change it; create a new {kind} instead",
+        fields.join(", ")
+    )
+}
+
 /// The entry for a counterpart the API does not know: a conflict when the spec names it, a
 /// create when only the status did (the operator creates a vanished object again).
 pub(super) fn missing(
@@ -1100,10 +1134,7 @@ async fn plan_guardrail<G: GuardrailKind>(
             Action::Conflict,
             Some(counterpart.key),
             changes,
-            Some(format!(
-                "the remote guardrail has a different {} and the API cannot change it; create a new resource instead",
-                conflicts.join(", ")
-            )),
+            Some(fixed_differs("guardrail", &conflicts, "resource")),
         ),
         (None, true) => compared(&counterpart, changes),
     };
@@ -1138,11 +1169,7 @@ async fn plan_policy<P: Policy>(
     };
     let conflicts = policy.immutable_conflicts(&remote);
     if !conflicts.is_empty() {
-        let reason = format!(
-            "the remote policy has a different {} and the API cannot change it; create a new {} instead",
-            conflicts.join(", "),
-            P::RESOURCE
-        );
+        let reason = fixed_differs("policy", &conflicts, P::RESOURCE);
         let changes = field_changes(&conflicts, &current, &desired);
         return Ok(entry(
             Action::Conflict,

@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 use super::GitopsError;
 use super::mask::{Masking, hide_unconfirmed};
 use super::plan::{
-    Action, Entry, Live, compared, create_changes, creating, entry, field_changes,
-    immutable_differs, live_cluster_object, live_object, plain_changes, read_recorded_or_slug,
-    status_of, to_json, with_hidden,
+    Action, Entry, Live, compared, compared_unless_fixed, create_changes, creating, entry,
+    field_changes, fixed_differs, immutable_differs, live_cluster_object, live_object,
+    plain_changes, read_recorded_or_slug, status_of, to_json, with_hidden,
 };
 use super::plan_claims::{Claimed, Own, claimed};
 use crate::api::{self, Client};
@@ -145,12 +145,8 @@ pub(super) async fn plan_integration(
     }
     let changes = field_changes(&fields, &current, &desired);
     let reason = invalid.or_else(|| {
-        (!conflicts.is_empty()).then(|| {
-            format!(
-                "the remote integration has a different {} and the API cannot change it; create a new Integration instead",
-                conflicts.join(", ")
-            )
-        })
+        let fixed = !conflicts.is_empty();
+        fixed.then(|| fixed_differs("integration", &conflicts, "Integration"))
     });
     let planned = match reason {
         Some(reason) => entry(
@@ -259,21 +255,9 @@ pub(super) async fn plan_provider(
     };
     let conflicts = spec.immutable_conflicts(&remote, &keys);
     let reset = spec.reset_usage.is_some() && spec.reset_usage != status.observed_reset_usage;
-    let mut fields = conflicts.clone();
-    fields.extend(spec.update_for(&remote, reset).0);
-    let changes = field_changes(&fields, &current, &desired);
-    let planned = match conflicts.is_empty() {
-        true => compared(&counterpart, changes),
-        false => entry(
-            Action::Conflict,
-            Some(counterpart.key),
-            changes,
-            Some(format!(
-                "the remote provider has a different {} and the API cannot change it; create a new Provider instead",
-                conflicts.join(", ")
-            )),
-        ),
-    };
+    let fields = (conflicts, spec.update_for(&remote, reset).0);
+    let what = ("provider", "Provider");
+    let planned = compared_unless_fixed(counterpart, fields, (&current, &desired), what);
     Ok(planned.identified(&remote.id))
 }
 

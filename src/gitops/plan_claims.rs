@@ -17,6 +17,7 @@ use super::plan::{Action, Counterpart, Entry, Live, entry};
 use super::validate::Object;
 use crate::controller::state::claims::Claims;
 use crate::controller::state::connections::{Scope, scope_of};
+use crate::resources::common::Recorded;
 use crate::resources::{ClusterGuardrail, Config, Connection, Guardrail, Integration, Workspace};
 
 /// What a grant entry naming a Workspace resource of the cluster stands for (the UUID and slug
@@ -40,15 +41,7 @@ async fn live_workspaces(
             .iter()
             .find(|w| w.metadata.name.as_deref() == Some(name))?;
         let status = found.status.as_ref();
-        Some(
-            [
-                status.and_then(|s| s.id.clone()),
-                status.and_then(|s| s.slug.clone()),
-            ]
-            .into_iter()
-            .flatten()
-            .collect(),
-        )
+        Some(status.map(Recorded::remote_key_strings).unwrap_or_default())
     })
 }
 

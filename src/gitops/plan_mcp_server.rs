@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::GitopsError;
 use super::plan::{
-    Action, Entry, Live, compared, creating, entry, field_changes, live_object,
-    read_recorded_or_slug, status_of, to_json,
+    Entry, Live, compared_unless_fixed, creating, live_object, read_recorded_or_slug, status_of,
+    to_json,
 };
 use crate::api::{Client, McpServersListQuery};
 use crate::resources::McpServer;
@@ -53,21 +53,9 @@ pub(super) async fn plan_mcp_server(
     let current = json!({"name": remote.name, "description": remote.description,
         "slug": remote.slug, "workspaceId": remote.workspace_id,
         "integration": remote.mcp_integration_id});
-    let mut fields = conflicts.clone();
-    fields.extend(spec.update_for(&remote).0);
-    let changes = field_changes(&fields, &current, &desired);
-    let planned = match conflicts.is_empty() {
-        true => compared(&counterpart, changes),
-        false => entry(
-            Action::Conflict,
-            Some(counterpart.key),
-            changes,
-            Some(format!(
-                "the remote MCP server has a different {} and the API cannot change it; create a new McpServer instead",
-                conflicts.join(", ")
-            )),
-        ),
-    };
+    let fields = (conflicts, spec.update_for(&remote).0);
+    let what = ("MCP server", "McpServer");
+    let planned = compared_unless_fixed(counterpart, fields, (&current, &desired), what);
     Ok(planned.identified(&remote.id))
 }
 

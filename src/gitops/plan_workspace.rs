@@ -70,12 +70,7 @@ async fn default_config(
     live: Option<&Live>,
     workspace: &Workspace,
 ) -> Result<Option<DefaultConfig>, GitopsError> {
-    let Some(named) = workspace
-        .spec
-        .defaults
-        .as_ref()
-        .and_then(|d| d.config_ref.as_ref())
-    else {
+    let Some(named) = workspace.spec.default_config_ref() else {
         return Ok(None);
     };
     let Some(live) = live else {

@@ -9,7 +9,7 @@ use serde_with::skip_serializing_none;
 use super::rules;
 use serde_json::{Map, Value};
 
-use super::common::{ManagementPolicy, free_form_object, json_equivalent};
+use super::common::{ManagementPolicy, free_form_object, json_equivalent, set_and_differs};
 use super::deployment::SecretRef;
 use super::limits::RateLimitType;
 use super::managed_spec::ManagedSpec;
@@ -368,7 +368,7 @@ impl ApiKeySpec {
             fields.push("name");
             update.name = Some(self.name.clone());
         }
-        if self.description.is_some() && remote.description != self.description {
+        if set_and_differs(&self.description, &remote.description) {
             fields.push("description");
             update.description = Some(self.description.clone());
         }
@@ -433,7 +433,7 @@ impl ApiKeySpec {
     /// The fixed fields where `remote` differs: the API cannot change them.
     pub fn immutable_conflicts(&self, remote: &api::ApiKey) -> Vec<&'static str> {
         let mut fields = Vec::new();
-        if self.user_id.is_some() && remote.user_id != self.user_id {
+        if set_and_differs(&self.user_id, &remote.user_id) {
             fields.push("userId");
         }
         if let (Some(wanted), Some(have)) = (&self.workspace_id, &remote.workspace_id)

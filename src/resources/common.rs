@@ -261,6 +261,46 @@ pub fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// A free-form object that refuses every credential key ([`CREDENTIAL_KEYS`]) in plain text,
+/// where `field` (`spec.config`) says it: each key declared as a string described by
+/// `description(key)` (so a rule can name it) and refused by a CEL rule of its own (so the
+/// message names it), whose message ends with `instead(key)`. `more` follows as further
+/// properties.
+///
+/// [`CREDENTIAL_KEYS`]: crate::api::secret_fields::CREDENTIAL_KEYS
+pub(crate) fn refusing_credentials(
+    field: &str,
+    description: impl Fn(&str) -> String,
+    instead: impl Fn(&str) -> String,
+    more: serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Value {
+    use crate::api::secret_fields::CREDENTIAL_KEYS;
+    use serde_json::json;
+    let mut properties = serde_json::Map::new();
+    for key in CREDENTIAL_KEYS.iter().copied() {
+        let property = json!({"type": "string", "description": description(key)});
+        properties.insert(key.into(), property);
+    }
+    properties.extend(more);
+    let rules: Vec<serde_json::Value> = CREDENTIAL_KEYS
+        .iter()
+        .map(|key| {
+            json!({
+                "rule": format!("!has(self.{key})"),
+                "fieldPath": format!(".{key}"),
+                "reason": "FieldValueForbidden",
+                "message": format!("{key} must not be written in {field} in plain text: {}", instead(key)),
+            })
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": properties,
+        "x-kubernetes-validations": rules,
+    })
+}
+
 /// Schema of the status conditions list: a map keyed by `type`, so server-side apply merges them.
 pub fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let mut schema = generator.subschema_for::<Vec<Condition>>();
@@ -287,6 +327,24 @@ pub fn differing<const N: usize>(checks: [(&'static str, bool); N]) -> Vec<&'sta
         .into_iter()
         .filter_map(|(field, differs)| differs.then_some(field))
         .collect()
+}
+
+/// True when the spec sets `wanted` and the remote value differs: a field the spec leaves out
+/// leaves the remote value alone.
+pub fn set_and_differs<T: PartialEq>(wanted: &Option<T>, remote: &Option<T>) -> bool {
+    wanted.is_some() && wanted != remote
+}
+
+/// True when the spec names a slug (`wanted`) and the remote object has another one (an empty
+/// remote slug is none yet).
+pub fn other_slug(wanted: Option<&String>, remote: &str) -> bool {
+    wanted.is_some_and(|slug| !remote.is_empty() && remote != slug)
+}
+
+/// True when the remote object belongs to a workspace (an empty id is none) other than
+/// `wanted`.
+pub fn other_workspace(remote: Option<&str>, wanted: &str) -> bool {
+    remote.is_some_and(|ws| !ws.is_empty() && ws != wanted)
 }
 
 /// True when two JSON documents mean the same: key order never matters (maps compare by key),

@@ -10,7 +10,6 @@ use super::rules;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
 use super::promotion::RevisionOrder;
-use crate::api::secret_fields::CREDENTIAL_KEYS;
 
 /// A named routing config of the AI gateway (`/ai_gw/v2/configs`). Every change of `spec.config`,
 /// `spec.name` or `spec.state` is applied with one PUT, which mints a new `status.versionId`.
@@ -215,19 +214,9 @@ fn config_document_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema
 
 fn document_level(depth: usize) -> serde_json::Value {
     use serde_json::json;
-    let mut properties = serde_json::Map::new();
-    for key in CREDENTIAL_KEYS.iter().copied() {
-        // Declared (as strings) so the rules can name them; any value there is refused anyway.
-        properties.insert(
-            key.into(),
-            json!({
-                "type": "string",
-                "description": "A credential: refused here in plain text. Keep it in a Secret and set it with spec.secretRefs (path: the JSON Pointer of this field).",
-            }),
-        );
-    }
+    let mut targets = serde_json::Map::new();
     if depth > 0 {
-        properties.insert(
+        targets.insert(
             "targets".into(),
             json!({
                 "type": "array",
@@ -237,23 +226,16 @@ fn document_level(depth: usize) -> serde_json::Value {
             }),
         );
     }
-    let rules: Vec<serde_json::Value> = CREDENTIAL_KEYS
-        .iter()
-        .map(|key| {
-            json!({
-                "rule": format!("!has(self.{key})"),
-                "fieldPath": format!(".{key}"),
-                "reason": "FieldValueForbidden",
-                "message": format!("{key} must not be written in spec.config in plain text: keep it in a Secret and set it with spec.secretRefs (path: the JSON Pointer of this field, secretKeyRef: {{name, key}})"),
-            })
-        })
-        .collect();
-    json!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true,
-        "properties": properties,
-        "x-kubernetes-validations": rules,
-    })
+    super::common::refusing_credentials(
+        "spec.config",
+        |_| {
+            "A credential: refused here in plain text. Keep it in a Secret and set it with spec.secretRefs (path: the JSON Pointer of this field).".into()
+        },
+        |_| {
+            "keep it in a Secret and set it with spec.secretRefs (path: the JSON Pointer of this field, secretKeyRef: {name, key})".into()
+        },
+        targets,
+    )
 }
 
 /// What the management API reports about the config.

@@ -1,7 +1,7 @@
 //! The `Integration` kind: an organisation's upstream credential (an OpenAI key, Bedrock or
 //! Vertex credentials), the workspaces that may use it and the models it exposes.
 
-use super::common::DeletionPolicy;
+use super::common::{DeletionPolicy, differing, set_and_differs};
 use std::borrow::Cow;
 
 use kube::{CustomResource, KubeSchema};
@@ -17,7 +17,6 @@ use super::limits::{RateLimit, UsageLimits, covers};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, embeds_managed};
 use crate::api;
-use crate::api::secret_fields::CREDENTIAL_KEYS;
 
 /// An integration (`/ai_gw/admin/v2/integrations`): the upstream credential of the
 /// organisation, granted to workspaces, on which Providers are made. The key and the
@@ -310,33 +309,18 @@ embeds_managed!(IntegrationStatus, ManagedStatus);
 /// `configurations`: free-form, credential keys refused in plain text at the top level (deeper
 /// ones are refused before any write).
 fn configurations_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let mut properties = Map::new();
-    for key in CREDENTIAL_KEYS.iter().copied() {
-        properties.insert(
-            key.into(),
-            json!({
-                "type": "string",
-                "description": format!("A credential: refused here in plain text. Keep it in a Secret and set it with spec.secretRefs (path: /{key})."),
-            }),
-        );
-    }
-    let rules: Vec<Value> = CREDENTIAL_KEYS
-        .iter()
-        .map(|key| {
-            json!({
-                "rule": format!("!has(self.{key})"),
-                "fieldPath": format!(".{key}"),
-                "reason": "FieldValueForbidden",
-                "message": format!("{key} must not be written in spec.configurations in plain text: keep it in a Secret and set it with spec.secretRefs (path: /{key})"),
-            })
-        })
-        .collect();
-    let schema = json!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true,
-        "properties": properties,
-        "x-kubernetes-validations": rules,
-    });
+    let instead =
+        |key: &str| format!("keep it in a Secret and set it with spec.secretRefs (path: /{key})");
+    let schema = super::common::refusing_credentials(
+        "spec.configurations",
+        |key| {
+            format!(
+                "A credential: refused here in plain text. Keep it in a Secret and set it with spec.secretRefs (path: /{key})."
+            )
+        },
+        instead,
+        Map::new(),
+    );
     serde_json::from_value(schema).unwrap_or_else(|_| schemars::json_schema!({"type": "object"}))
 }
 
@@ -432,13 +416,6 @@ impl IntegrationSpec {
     /// description when the spec sets one, and each readable configuration field the spec sets
     /// (secret ones read masked; the hash covers them).
     pub fn diff(&self, remote: &api::Integration) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if self.name != remote.name {
-            fields.push("name");
-        }
-        if self.description.is_some() && self.description != remote.description {
-            fields.push("description");
-        }
         let shown = remote.configurations.as_ref();
         let differs = self.configurations.iter().flatten().any(|(key, value)| {
             let from_secret = self.secret_refs.iter().any(|r| {
@@ -454,31 +431,28 @@ impl IntegrationSpec {
                     .and_then(|s| s.get(key))
                     .is_some_and(|have| !super::common::json_equivalent(have, value))
         });
-        if differs {
-            fields.push("configurations");
-        }
-        fields
+        differing([
+            ("name", self.name != remote.name),
+            (
+                "description",
+                set_and_differs(&self.description, &remote.description),
+            ),
+            ("configurations", differs),
+        ])
     }
 
     /// Fixed fields where the remote integration differs; no PUT can fix these. A
     /// workspace-scoped integration is not an organisation one and is refused too.
     pub fn immutable_conflicts(&self, remote: &api::Integration) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if remote
-            .ai_provider_id
-            .as_deref()
-            .is_some_and(|p| p != self.ai_provider_id)
-        {
-            fields.push("aiProviderId");
-        }
-        if remote
-            .workspace_id
-            .as_deref()
-            .is_some_and(|w| !w.is_empty())
-        {
-            fields.push("workspaceId");
-        }
-        fields
+        let provider = remote.ai_provider_id.as_deref();
+        let workspace = remote.workspace_id.as_deref();
+        differing([
+            (
+                "aiProviderId",
+                provider.is_some_and(|p| p != self.ai_provider_id),
+            ),
+            ("workspaceId", workspace.is_some_and(|w| !w.is_empty())),
+        ])
     }
 
     /// The workspace access rows to PUT so the API matches the spec: the spec's rows that

@@ -9,6 +9,7 @@ use serde_with::skip_serializing_none;
 use super::rules;
 use serde_json::{Map, Value};
 
+use super::common::{differing, other_slug, set_and_differs};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{CREATE_SETTLED, ManagedStatus, Reword, embeds_managed};
 use crate::api;
@@ -314,35 +315,27 @@ impl McpIntegrationSpec {
     /// Fields where `remote` differs from the spec as far as a read can tell
     /// (`configurations` reads masked: the hash covers it).
     pub fn diff(&self, remote: &api::McpIntegration) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if self.name != remote.name {
-            fields.push("name");
-        }
-        if self.description.is_some() && self.description != remote.description {
-            fields.push("description");
-        }
-        if remote.url.as_deref() != Some(self.url.as_str()) {
-            fields.push("url");
-        }
-        if remote.auth_type.as_deref() != Some(self.auth_type.as_str()) {
-            fields.push("authType");
-        }
-        if remote.transport.as_deref() != Some(self.transport.as_str()) {
-            fields.push("transport");
-        }
-        fields
+        differing([
+            ("name", self.name != remote.name),
+            (
+                "description",
+                set_and_differs(&self.description, &remote.description),
+            ),
+            ("url", remote.url.as_deref() != Some(self.url.as_str())),
+            (
+                "authType",
+                remote.auth_type.as_deref() != Some(self.auth_type.as_str()),
+            ),
+            (
+                "transport",
+                remote.transport.as_deref() != Some(self.transport.as_str()),
+            ),
+        ])
     }
 
     /// Fixed fields where the remote integration differs; no PUT can fix these.
     pub fn immutable_conflicts(&self, remote: &api::McpIntegration) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if let Some(slug) = &self.slug
-            && !remote.slug.is_empty()
-            && &remote.slug != slug
-        {
-            fields.push("slug");
-        }
-        fields
+        differing([("slug", other_slug(self.slug.as_ref(), &remote.slug))])
     }
 }
 

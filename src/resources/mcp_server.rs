@@ -7,7 +7,9 @@ use serde_with::skip_serializing_none;
 
 use super::rules;
 
-use super::common::{DeletionPolicy, WorkspaceRef};
+use super::common::{
+    DeletionPolicy, WorkspaceRef, differing, other_slug, other_workspace, set_and_differs,
+};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use crate::api;
@@ -196,7 +198,7 @@ impl McpServerSpec {
             fields.push("name");
             update.name = Some(self.name.clone());
         }
-        if self.description.is_some() && remote.description != self.description {
+        if set_and_differs(&self.description, &remote.description) {
             fields.push("description");
             update.description = self.description.clone();
         }
@@ -211,29 +213,17 @@ impl McpServerSpec {
         remote: &api::McpServer,
         integration: &[&str],
     ) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if let Some(slug) = &self.slug
-            && !remote.slug.is_empty()
-            && &remote.slug != slug
-        {
-            fields.push("slug");
-        }
-        if remote
-            .workspace_id
-            .as_deref()
-            .is_some_and(|ws| !ws.is_empty() && ws != self.workspace())
-        {
-            fields.push("workspaceId");
-        }
-        if !integration.is_empty()
-            && remote
-                .mcp_integration_id
-                .as_deref()
-                .is_some_and(|id| !integration.contains(&id))
-        {
-            fields.push("integration");
-        }
-        fields
+        let instantiates = remote.mcp_integration_id.as_deref();
+        let workspace = remote.workspace_id.as_deref();
+        differing([
+            ("slug", other_slug(self.slug.as_ref(), &remote.slug)),
+            ("workspaceId", other_workspace(workspace, self.workspace())),
+            (
+                "integration",
+                !integration.is_empty()
+                    && instantiates.is_some_and(|id| !integration.contains(&id)),
+            ),
+        ])
     }
 }
 

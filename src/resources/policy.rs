@@ -315,3 +315,48 @@ macro_rules! bind_policy {
     };
 }
 pub(crate) use bind_policy;
+
+/// The fixtures the policy kinds' tests share: one condition and one grouping key, and a remote
+/// policy that matches them.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use serde::de::DeserializeOwned;
+    use serde_json::{Value, json};
+
+    use super::Policy;
+
+    /// `fields` and `shared`, as a `T`.
+    fn with<T: DeserializeOwned>(mut fields: Value, shared: Value) -> T {
+        if let (Some(fields), Value::Object(shared)) = (fields.as_object_mut(), shared) {
+            fields.extend(shared);
+        }
+        serde_json::from_value(fields).unwrap()
+    }
+
+    /// A spec of the kind's own `fields` with the shared condition and grouping key.
+    pub(crate) fn spec<S: DeserializeOwned>(fields: Value) -> S {
+        let shared = json!({
+            "conditions": [{"key": "workspace_id", "value": "ws-1"}], "groupBy": [{"key": "api_key"}]
+        });
+        with(fields, shared)
+    }
+
+    /// A remote policy of the kind's own `fields`, active in workspace `ws-1`, with the shared
+    /// condition and grouping key as a read returns them.
+    pub(crate) fn remote<R: DeserializeOwned>(fields: Value) -> R {
+        let shared = json!({
+            "status": "active", "workspace_id": "ws-1", "organisation_id": "o",
+            "conditions": [{"key": "workspace_id", "value": ["ws-1"]}], "group_by": [{"key": "api_key"}],
+            "created_at": "2026-01-01T00:00:00Z", "last_updated_at": "2026-01-01T00:00:00Z"
+        });
+        with(fields, shared)
+    }
+
+    /// Neither a mutable nor a fixed field differs between a resource holding `spec` and
+    /// `remote`.
+    pub(crate) fn assert_in_sync<P: Policy>(spec: P::Spec, remote: &P::Remote) {
+        let policy = P::with_spec(Default::default(), spec);
+        assert!(policy.diff(remote).is_empty());
+        assert!(policy.immutable_conflicts(remote).is_empty());
+    }
+}

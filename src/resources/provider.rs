@@ -1,7 +1,7 @@
 //! The `Provider` kind: a workspace's handle on an integration, what configs route to as
 //! `@<slug>`.
 
-use super::common::DeletionPolicy;
+use super::common::{DeletionPolicy, differing, other_workspace, set_and_differs};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_with::skip_serializing_none;
@@ -165,7 +165,7 @@ impl ProviderSpec {
             fields.push("name");
             update.name = Some(self.name.clone());
         }
-        if self.note.is_some() && remote.note != self.note {
+        if set_and_differs(&self.note, &remote.note) {
             fields.push("note");
             update.note = Some(self.note.clone());
         }
@@ -197,22 +197,17 @@ impl ProviderSpec {
         remote: &api::Provider,
         integration: &[&str],
     ) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if remote
-            .workspace_id
-            .as_deref()
-            .is_some_and(|ws| !ws.is_empty() && ws != self.workspace())
-        {
-            fields.push("workspaceId");
-        }
-        if remote
-            .integration_id
-            .as_deref()
-            .is_some_and(|id| !integration.contains(&id))
-        {
-            fields.push("integration");
-        }
-        fields
+        let binds = remote.integration_id.as_deref();
+        differing([
+            (
+                "workspaceId",
+                other_workspace(remote.workspace_id.as_deref(), self.workspace()),
+            ),
+            (
+                "integration",
+                binds.is_some_and(|id| !integration.contains(&id)),
+            ),
+        ])
     }
 }
 

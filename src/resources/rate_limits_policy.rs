@@ -320,28 +320,21 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    use crate::resources::policy::fixtures;
+
     fn spec() -> RateLimitsPolicySpec {
-        serde_json::from_value(json!({
-            "name": "per-key", "type": "requests", "unit": "rpm", "value": 100,
-            "conditions": [{"key": "workspace_id", "value": "ws-1"}], "groupBy": [{"key": "api_key"}]
-        }))
-        .unwrap()
+        fixtures::spec(json!({"name": "per-key", "type": "requests", "unit": "rpm", "value": 100}))
     }
 
     fn remote() -> api::RateLimitsPolicy {
-        serde_json::from_value(json!({
-            "id": "p1", "name": "per-key", "type": "requests", "unit": "rpm", "value": 100,
-            "status": "active", "workspace_id": "ws-1", "organisation_id": "o",
-            "conditions": [{"key": "workspace_id", "value": ["ws-1"]}], "group_by": [{"key": "api_key"}],
-            "created_at": "2026-01-01T00:00:00Z", "last_updated_at": "2026-01-01T00:00:00Z"
+        fixtures::remote(json!({
+            "id": "p1", "name": "per-key", "type": "requests", "unit": "rpm", "value": 100
         }))
-        .unwrap()
     }
 
     #[test]
     fn equal_policies_have_no_difference() {
-        assert!(spec().diff(&remote()).is_empty());
-        assert!(spec().immutable_conflicts(&remote()).is_empty());
+        fixtures::assert_in_sync::<RateLimitsPolicy>(spec(), &remote());
     }
 
     #[test]

@@ -11,6 +11,7 @@ use serde_with::skip_serializing_none;
 use super::rules;
 use serde_json::{Map, Value};
 
+use super::common::{differing, other_slug, set_and_differs};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{CREATE_SETTLED, ManagedStatus, Reword, embeds_managed};
 use crate::api;
@@ -224,50 +225,40 @@ impl SecretReferenceSpec {
     /// Fields where `remote` differs from the spec as far as a read can tell (`auth_config`
     /// reads masked and the allowed workspaces not at all: the hash covers them).
     pub fn diff(&self, remote: &api::SecretReference) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if self.name != remote.name {
-            fields.push("name");
-        }
-        if self.description.is_some() && self.description != remote.description {
-            fields.push("description");
-        }
-        if remote.secret_path.as_deref() != Some(self.secret_path.as_str()) {
-            fields.push("secretPath");
-        }
-        if self.secret_key.is_some() && self.secret_key != remote.secret_key {
-            fields.push("secretKey");
-        }
-        if remote
-            .allow_all_workspaces
-            .is_some_and(|all| all != self.allow_all())
-        {
-            fields.push("allowedWorkspaces");
-        }
-        if let Some(tags) = self.tags_object()
-            && remote.tags.as_ref() != Some(&tags)
-        {
-            fields.push("tags");
-        }
-        fields
+        let allow_all = remote.allow_all_workspaces;
+        let tags = self.tags_object();
+        differing([
+            ("name", self.name != remote.name),
+            (
+                "description",
+                set_and_differs(&self.description, &remote.description),
+            ),
+            (
+                "secretPath",
+                remote.secret_path.as_deref() != Some(self.secret_path.as_str()),
+            ),
+            (
+                "secretKey",
+                set_and_differs(&self.secret_key, &remote.secret_key),
+            ),
+            (
+                "allowedWorkspaces",
+                allow_all.is_some_and(|all| all != self.allow_all()),
+            ),
+            ("tags", set_and_differs(&tags, &remote.tags)),
+        ])
     }
 
     /// Fixed fields where the remote reference differs; no PUT can fix these.
     pub fn immutable_conflicts(&self, remote: &api::SecretReference) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if remote
-            .manager_type
-            .as_deref()
-            .is_some_and(|m| m != self.manager_type.as_str())
-        {
-            fields.push("managerType");
-        }
-        if let Some(slug) = &self.slug
-            && !remote.slug.is_empty()
-            && &remote.slug != slug
-        {
-            fields.push("slug");
-        }
-        fields
+        let manager = remote.manager_type.as_deref();
+        differing([
+            (
+                "managerType",
+                manager.is_some_and(|m| m != self.manager_type.as_str()),
+            ),
+            ("slug", other_slug(self.slug.as_ref(), &remote.slug)),
+        ])
     }
 }
 

@@ -2,7 +2,7 @@
 //! console does it (an IAM scope, the workspace naming it, the scope bound to the workspace's
 //! slug), or adopted by slug.
 
-use super::common::DeletionPolicy;
+use super::common::{DeletionPolicy, set_and_differs};
 use std::collections::BTreeMap;
 
 use kube::{CustomResource, KubeSchema};
@@ -178,6 +178,11 @@ pub struct WorkspaceSettings {
 }
 
 impl WorkspaceSpec {
+    /// The Config resource `defaults.configRef` names, if any.
+    pub fn default_config_ref(&self) -> Option<&WorkspaceConfigRef> {
+        self.defaults.as_ref()?.config_ref.as_ref()
+    }
+
     /// The settings, with the default config `config` resolves to.
     pub fn settings(&self, config: Option<DefaultConfig>) -> WorkspaceSettings {
         let defaults = self.defaults.as_ref().map(|d| {
@@ -253,7 +258,7 @@ impl WorkspaceSettings {
         if remote.plain_name() != self.name {
             fields.push("name");
         }
-        if self.description.is_some() && self.description != remote.description {
+        if set_and_differs(&self.description, &remote.description) {
             fields.push("description");
         }
         let icon = remote.icon.as_deref().unwrap_or_default();

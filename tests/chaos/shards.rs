@@ -166,56 +166,45 @@ async fn exit_code(process: &mut Process) -> Option<Option<i32>> {
     None
 }
 
-/// The rounds of the sharded mode: the unsharded `run_chaos` with a random replica in place of
-/// the leader, and a replica added and one removed.
-pub(super) async fn run_chaos(
-    spread: &Spread,
-    scale: &Scale,
-    replicas: &mut Replicas,
-    windows: &Mutex<Windows>,
-) -> Chaos {
-    let mut chaos = Chaos::default();
-    for step in 0..scale.kills {
-        replicas.settled().await;
-        let changed = change_triggers_between_pauses(spread, windows, step).await;
-        if step == scale.kills / 4 {
-            let added = replicas.add_one().await;
-            chaos.incidents.push(added);
-            chaos.added += 1;
-            eprintln!(
-                "chaos: replica added, shares settled after {:.1} s",
-                span(added)
-            );
-        }
-        if step == (scale.kills / 3).max(1) {
-            let (pause, kept_running) = replicas.pause_one().await;
-            chaos.incidents.push(pause);
-            chaos.pauses += 1;
-            chaos.kept_running.extend(kept_running);
-            eprintln!("chaos: replica paused (SIGSTOP) for {PAUSE:?}, resumed, exited");
-        }
-        chaos.disrupt_at(spread, scale, step).await;
-        if step == scale.kills * 3 / 4 {
-            let (removed, problem) = replicas.remove_one().await;
-            chaos.incidents.push(removed);
-            chaos.removed += 1;
-            chaos.unclean_removals.extend(problem);
-            eprintln!(
-                "chaos: replica removed (SIGTERM), shares settled after {:.1} s",
-                span(removed)
-            );
-        }
-        let (killed_at, handover) = replicas.kill_one().await;
-        chaos.incidents.push((killed_at, killed_at));
-        chaos.takeovers.push(handover.as_secs_f64());
+/// A round of the sharded mode: the leader-election round with a random replica in place of
+/// the leader, a replica added (a quarter in) and one removed (three quarters in).
+pub(super) async fn round(round: Round<'_>, chaos: &mut Chaos, replicas: &mut Replicas) -> Kill {
+    replicas.settled().await;
+    let changed = round.change_triggers().await;
+    if round.step == round.scale.kills / 4 {
+        let added = replicas.add_one().await;
+        chaos.incidents.push(added);
+        chaos.added += 1;
         eprintln!(
-            "chaos: kill {}/{}: {changed} trigger changes before it, shares settled after {:.1} s",
-            step + 1,
-            scale.kills,
-            handover.as_secs_f64()
+            "chaos: replica added, shares settled after {:.1} s",
+            span(added)
         );
     }
-    chaos
+    if round.step == (round.scale.kills / 3).max(1) {
+        let (pause, kept_running) = replicas.pause_one().await;
+        chaos.paused(pause);
+        chaos.kept_running.extend(kept_running);
+        eprintln!("chaos: replica paused (SIGSTOP) for {PAUSE:?}, resumed, exited");
+    }
+    chaos.disrupt_at(&round).await;
+    if round.step == round.scale.kills * 3 / 4 {
+        let (removed, problem) = replicas.remove_one().await;
+        chaos.incidents.push(removed);
+        chaos.removed += 1;
+        chaos.unclean_removals.extend(problem);
+        eprintln!(
+            "chaos: replica removed (SIGTERM), shares settled after {:.1} s",
+            span(removed)
+        );
+    }
+    let (at, took) = replicas.kill_one().await;
+    let settled = "shares settled after";
+    Kill {
+        at,
+        changed,
+        took,
+        settled,
+    }
 }
 
 fn span((start, end): (Timestamp, Timestamp)) -> f64 {

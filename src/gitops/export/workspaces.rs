@@ -106,54 +106,46 @@ fn defaults(read: Option<&Value>) -> Option<WorkspaceDefaults> {
 /// The usage policy as the spec states it (`[]` for none); `None` when its shape is not one
 /// the spec can state.
 fn usage_limits(read: Option<&Value>) -> Option<Vec<UsageLimits>> {
-    let policies = match read {
-        None | Some(Value::Null) => return Some(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(_) => return None,
-    };
-    policies
-        .iter()
-        .map(|policy| {
-            let mut spec = serde_json::json!({
-                "creditLimit": policy.get("credit_limit")?.as_f64()?.round() as u64,
-                "type": policy.get("type")?,
-            });
-            for (from, to) in [
-                ("alert_threshold", "alertThreshold"),
-                ("periodic_reset", "periodicReset"),
-                ("periodic_reset_days", "periodicResetDays"),
-            ] {
-                match policy.get(from) {
-                    None | Some(Value::Null) => {}
-                    Some(Value::Number(n)) => {
-                        spec[to] = serde_json::json!(n.as_f64()?.round() as u64)
-                    }
-                    Some(other) => spec[to] = other.clone(),
-                }
+    each(read, |policy| {
+        let mut spec = serde_json::json!({
+            "creditLimit": policy.get("credit_limit")?.as_f64()?.round() as u64,
+            "type": policy.get("type")?,
+        });
+        for (from, to) in [
+            ("alert_threshold", "alertThreshold"),
+            ("periodic_reset", "periodicReset"),
+            ("periodic_reset_days", "periodicResetDays"),
+        ] {
+            match policy.get(from) {
+                None | Some(Value::Null) => {}
+                Some(Value::Number(n)) => spec[to] = serde_json::json!(n.as_f64()?.round() as u64),
+                Some(other) => spec[to] = other.clone(),
             }
-            serde_json::from_value(spec).ok()
-        })
-        .collect()
+        }
+        serde_json::from_value(spec).ok()
+    })
 }
 
 /// The rate limits as the spec states them; `None` when one has a shape the spec cannot state.
 fn rate_limits(read: Option<&Value>) -> Option<Vec<RateLimit>> {
-    let limits = match read {
-        None | Some(Value::Null) => return Some(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(_) => return None,
-    };
-    limits
-        .iter()
-        .map(|limit| {
-            let spec = serde_json::json!({
-                "type": limit.get("type")?,
-                "unit": limit.get("unit")?,
-                "value": limit.get("value")?.as_f64()?.round() as u64,
-            });
-            serde_json::from_value(spec).ok()
-        })
-        .collect()
+    each(read, |limit| {
+        let spec = serde_json::json!({
+            "type": limit.get("type")?,
+            "unit": limit.get("unit")?,
+            "value": limit.get("value")?.as_f64()?.round() as u64,
+        });
+        serde_json::from_value(spec).ok()
+    })
+}
+
+/// Each item of a read list (absent or `null`: none) as the spec states it; `None` when the
+/// read is no list, or `one` cannot state one of its items.
+fn each<T>(read: Option<&Value>, one: impl Fn(&Value) -> Option<T>) -> Option<Vec<T>> {
+    match read {
+        None | Some(Value::Null) => Some(Vec::new()),
+        Some(Value::Array(items)) => items.iter().map(one).collect(),
+        Some(_) => None,
+    }
 }
 
 #[cfg(test)]

@@ -375,16 +375,11 @@ fn operation_name(method: &str, path: &str, op: &Value) -> String {
         .map_or_else(|| format!("{method} {path}"), str::to_owned)
 }
 
+/// The product's type check ([`aigw::gitops::schema::type_matches`]), refusing a type it does
+/// not know.
 fn type_matches(expected: &str, value: &Value) -> bool {
-    match expected {
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        "string" => value.is_string(),
-        "boolean" => value.is_boolean(),
-        "integer" => value.is_i64() || value.is_u64(),
-        "number" => value.is_number(),
-        other => panic!("unsupported schema type {other}"),
-    }
+    aigw::gitops::schema::type_matches(expected, value)
+        .unwrap_or_else(|| panic!("unsupported schema type {expected}"))
 }
 
 fn check_format(schema: &Value, text: &str, at: &str, errors: &mut Vec<String>) {

@@ -101,14 +101,9 @@ async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
     let slug = h.cluster_name("openai");
     create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
 
-    // The operator's namespace also holds Connection credentials: only a labelled Secret is read.
-    let refused = h
-        .wait_cluster::<Integration>("openai", WAIT, |i| i.stalled_with("SecretNotReadable"))
+    let label = put_key(&h, FIRST_KEY, true);
+    h.reads_only_labelled_secrets::<Integration>("openai", WAIT, label)
         .await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
-    assert!(message.contains("aigw.io/cluster-readable"), "{message}");
-    assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
-    put_key(&h, FIRST_KEY, true).await;
 
     let ready = h
         .wait_cluster::<Integration>("openai", WAIT, |i| i.ready())

@@ -86,17 +86,9 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
                                      {"workspace": WS_A}]});
     create(&h, "github", spec.clone()).await;
 
-    // The operator's namespace also holds Connection credentials: only a labelled Secret is read.
-    let message = h
-        .cluster_condition_message::<McpIntegration>(
-            "github",
-            WAIT,
-            ("Stalled", "SecretNotReadable"),
-        )
+    let label = put_config(&h, FIRST_HEADER, true);
+    h.reads_only_labelled_secrets::<McpIntegration>("github", WAIT, label)
         .await;
-    assert!(message.contains("aigw.io/cluster-readable"), "{message}");
-    assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
-    put_config(&h, FIRST_HEADER, true).await;
 
     // One POST; configurations reached the API (a JSON value as JSON); the Workspace resource
     // does not exist yet, so its access row waits while the literal workspace's is enabled.

@@ -324,12 +324,9 @@ async fn a_server_of_an_mcp_integration_not_granted_makes_no_call() {
     let slug = h.env.suffixed("gr");
     let spec = mcp_server(Some(&slug), "Tools", WS_A, &integration);
     support::objects::create::<McpServer>(&h.env, "tools", spec).await;
-    let refused = h
-        .wait_for::<McpServer>("tools", WAIT, |s| {
-            s.stalled_with("McpIntegrationNotAllowed")
-        })
+    let message = h
+        .condition_message::<McpServer>("tools", WAIT, ("Stalled", "McpIntegrationNotAllowed"))
         .await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
     assert!(
         message.contains("spec.grants[].mcpIntegrations"),
         "{message}"

@@ -53,13 +53,9 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
                       "allowedWorkspaces": [WS_A], "tags": {"team": "platform"}});
     h.create_cluster::<SecretReference>("aws", spec).await;
 
-    // The operator's namespace also holds Connection credentials: only a labelled Secret is read.
-    let message = h
-        .cluster_condition_message::<SecretReference>("aws", WAIT, ("Stalled", "SecretNotReadable"))
+    let label = put_auth(&h, FIRST_SECRET, true);
+    h.reads_only_labelled_secrets::<SecretReference>("aws", WAIT, label)
         .await;
-    assert!(message.contains("aigw.io/cluster-readable"), "{message}");
-    assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
-    put_auth(&h, FIRST_SECRET, true).await;
 
     // One POST; auth_config and the allowed workspaces reached the API.
     let ready = h
