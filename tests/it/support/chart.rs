@@ -136,6 +136,7 @@ impl Identity {
     /// A kubeconfig of the local control plane carrying a token the apiserver issued to the
     /// ServiceAccount (TokenRequest, one hour): the identity a real install's operator
     /// authenticates with, without impersonation (which costs the apiserver more per request).
+    #[allow(dead_code)] // the bench's BENCH_IDENTITY=token
     pub async fn token_kubeconfig(&self, admin: &Client) -> Kubeconfig {
         use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
         use k8s_openapi::api::core::v1::ServiceAccount;
@@ -431,6 +432,7 @@ pub async fn operator_kubeconfig(admin: &Client, namespace: &str, dir: &Path) ->
 
 /// [`operator_kubeconfig`] with the ServiceAccount's own token ([`Identity::token_kubeconfig`])
 /// instead of impersonation, written to `dir/kubeconfig`.
+#[allow(dead_code)] // the bench's BENCH_IDENTITY=token
 pub async fn operator_token_kubeconfig(admin: &Client, namespace: &str, dir: &Path) -> PathBuf {
     let scope = Scope::watched(&[namespace]).lease_namespace(namespace);
     let kubeconfig = install(admin, &scope).await.token_kubeconfig(admin).await;
