@@ -17,7 +17,9 @@
 # target/bench/report-mixed-N.json. First, without a control plane, the bytes the watch cache holds
 # per Ready Config (tests/bench/footprint.rs): target/bench/footprint.json. Knobs: N, BENCH_EDITS (50), BENCH_STEADY_SECONDS (60),
 # BENCH_MIXED (1; 0 skips the mixed set), BENCH_STATUS (0; 1 adds the status-write comparison,
-# target/bench/status-writes-N.json), BENCH_OUT (target/bench).
+# target/bench/status-writes-N.json), BENCH_OUT (target/bench); the identity probes BENCH_IDENTITY
+# (token: the operator's own ServiceAccount token instead of impersonation), BENCH_FLOOR_AS_OPERATOR
+# (1: the floors write as the operator) and BENCH_OPERATOR_FLAGS (more operator flags).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD

@@ -9,6 +9,10 @@
 //! it reads the apiserver's `apiserver_request_total` and counts every request the apiserver saw.
 //! Knobs: `N` (resources, default 1000), `BENCH_EDITS` (default 50), `BENCH_STEADY_SECONDS`
 //! (default 60), `BENCH_OUT` (default `target/bench`), `BENCH_ROLLOUT_SECONDS` (default 1800).
+//! Identity probes: `BENCH_IDENTITY=token` runs the operator with its ServiceAccount's own token
+//! (TokenRequest) instead of the default impersonation of it, `BENCH_FLOOR_AS_OPERATOR=1` has the
+//! floors write with the operator's identity instead of the admin's, and `BENCH_OPERATOR_FLAGS`
+//! adds flags to every operator the bench starts.
 
 /// The integration binary's support (`tests/it/support`); this target uses part of it.
 #[allow(dead_code)]
@@ -1021,6 +1025,8 @@ async fn rollout(
         "phases": tracker.phases(t0),
         "reconciles": reconciles,
         "reconciles_per_resource": round(reconciles / opts.n as f64, 2),
+        "reconcile_mean_ms": operator.reconcile_mean_ms().await,
+        "management_api_mean_ms": operator.api_request_mean_ms().await,
         "peak_rss_mib": proc_stats.0,
         "cpu_seconds": proc_stats.1,
     })));
@@ -1658,6 +1664,31 @@ impl Operator {
             .sum()
     }
 
+    /// The mean time of one reconcile so far, in milliseconds (`aigw_reconcile_duration_seconds`,
+    /// every kind and result).
+    async fn reconcile_mean_ms(&self) -> f64 {
+        self.mean_ms("aigw_reconcile_duration_seconds").await
+    }
+
+    /// The mean time of one management-API request so far as the operator saw it, in
+    /// milliseconds (`aigw_api_request_duration_seconds`, every endpoint).
+    async fn api_request_mean_ms(&self) -> f64 {
+        self.mean_ms("aigw_api_request_duration_seconds").await
+    }
+
+    /// A histogram's mean so far in milliseconds, over all its labels.
+    async fn mean_ms(&self, histogram: &str) -> f64 {
+        let text = self.metrics_text().await;
+        let sum = |name: &str| -> f64 {
+            text.lines()
+                .filter(|l| l.starts_with(name))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        };
+        let count = sum(&format!("{histogram}_count"));
+        round(sum(&format!("{histogram}_sum")) * 1000.0 / count, 1)
+    }
+
     /// Peak RSS (MiB) and CPU seconds so far.
     fn proc_stats(&self) -> (f64, f64) {
         proc_stats(self.pid)
@@ -1760,13 +1791,19 @@ async fn namespace(kube: &kube::Client, prefix: &str) -> String {
 struct Window<'a> {
     emulator: &'a Emulator,
     before: BTreeMap<String, f64>,
+    latency: Latency,
 }
 
 impl<'a> Window<'a> {
     async fn open(emulator: &'a Emulator) -> Self {
         emulator.reset_stats().await;
         let before = apiserver_snapshot().await;
-        Self { emulator, before }
+        let latency = Latency::snapshot().await;
+        Self {
+            emulator,
+            before,
+            latency,
+        }
     }
 
     /// The apiserver's requests since the window opened.
@@ -1784,6 +1821,11 @@ impl<'a> Window<'a> {
             json!(round(rollout.as_secs_f64(), 2)),
         );
         figures.insert("apiserver".into(), apiserver);
+        // The apiserver's mean time per request the run made about once per object or more.
+        let latency = Latency::snapshot()
+            .await
+            .mean_ms_since(&self.latency, n as f64 / 2.0);
+        figures.insert("apiserver_mean_ms".into(), json!(latency));
         let management = management_figures(&self.emulator.stats().await, n);
         figures.insert("management_api".into(), management);
         figures
@@ -1821,16 +1863,29 @@ impl FloorPool {
 /// `apiserver_request_total` summed by `VERB resource[/subresource]`, with the code appended
 /// when it is not 2xx (resource requests only).
 async fn apiserver_snapshot() -> BTreeMap<String, f64> {
+    request_metric(&apiserver_metrics().await, "apiserver_request_total")
+}
+
+/// The apiserver's `/metrics` text.
+async fn apiserver_metrics() -> String {
     let output = Command::new("kubectl")
         .args(["get", "--raw", "/metrics"])
         .output()
         .await
         .expect("kubectl get --raw /metrics");
     assert!(output.status.success(), "kubectl get --raw /metrics failed");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// One per-request metric of the apiserver's `/metrics` text summed by `VERB
+/// resource[/subresource]`, with the code appended where the metric has one and it is not 2xx
+/// (resource requests only).
+fn request_metric(text: &str, metric: &str) -> BTreeMap<String, f64> {
     let label = regex::Regex::new(r#"(\w+)="([^"]*)""#).expect("a regex");
-    let mut counts = BTreeMap::new();
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+    let prefix = format!("{metric}{{");
+    let mut sums = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(prefix.as_str()) else {
             continue;
         };
         let Some((labels, value)) = rest.rsplit_once("} ") else {
@@ -1850,13 +1905,42 @@ async fn apiserver_snapshot() -> BTreeMap<String, f64> {
             sub => format!("{verb} {resource}/{sub}"),
         };
         // Failed requests (409 conflicts above all) are work too; they are named apart.
-        let code = labels.get("code").copied().unwrap_or("");
-        if !code.starts_with('2') {
+        if let Some(code) = labels.get("code").filter(|code| !code.starts_with('2')) {
             key = format!("{key} {code}");
         }
-        *counts.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
+        *sums.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
     }
-    counts
+    sums
+}
+
+/// The apiserver's time per request, `apiserver_request_duration_seconds` (from the request's
+/// arrival to its answer, admission and etcd included): its sums and counts by request.
+struct Latency {
+    seconds: BTreeMap<String, f64>,
+    count: BTreeMap<String, f64>,
+}
+
+impl Latency {
+    async fn snapshot() -> Self {
+        let text = apiserver_metrics().await;
+        Self {
+            seconds: request_metric(&text, "apiserver_request_duration_seconds_sum"),
+            count: request_metric(&text, "apiserver_request_duration_seconds_count"),
+        }
+    }
+
+    /// The mean in milliseconds of each request the apiserver answered at least `least` times
+    /// since `before` (LIST and WATCH left out: a watch lasts as long as it is open).
+    fn mean_ms_since(&self, before: &Self, least: f64) -> BTreeMap<String, f64> {
+        let seconds = delta(&before.seconds, &self.seconds);
+        without_watches(&delta(&before.count, &self.count))
+            .into_iter()
+            .filter(|(_, count)| *count >= least)
+            .filter_map(|(key, count)| {
+                Some((key.clone(), round(seconds.get(&key)? * 1000.0 / count, 1)))
+            })
+            .collect()
+    }
 }
 
 fn delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
