@@ -1547,7 +1547,6 @@ struct Operator {
 }
 
 impl Operator {
-    /// Starts `aigw operator` on the one namespace with `extra` flags and waits for `/readyz`.
     /// [`Operator::start`] at the rollout's flags ([`fast_flags`]).
     async fn rolling_out(
         opts: &Opts,
@@ -1559,6 +1558,7 @@ impl Operator {
         Self::start(opts, emulator, token_file, ns, &fast_flags(), log_name).await
     }
 
+    /// Starts `aigw operator` on the one namespace with `extra` flags and waits for `/readyz`.
     async fn start(
         opts: &Opts,
         emulator: &Emulator,
@@ -1657,11 +1657,7 @@ impl Operator {
 
     /// Sum of `aigw_reconciles_total` over kinds and results.
     async fn reconciles(&self) -> f64 {
-        let text = self.metrics_text().await;
-        text.lines()
-            .filter(|l| l.starts_with("aigw_reconciles_total"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        metric_sum(&self.metrics_text().await, "aigw_reconciles_total")
     }
 
     /// The mean time of one reconcile so far, in milliseconds (`aigw_reconcile_duration_seconds`,
@@ -1679,14 +1675,11 @@ impl Operator {
     /// A histogram's mean so far in milliseconds, over all its labels.
     async fn mean_ms(&self, histogram: &str) -> f64 {
         let text = self.metrics_text().await;
-        let sum = |name: &str| -> f64 {
-            text.lines()
-                .filter(|l| l.starts_with(name))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum()
-        };
-        let count = sum(&format!("{histogram}_count"));
-        round(sum(&format!("{histogram}_sum")) * 1000.0 / count, 1)
+        let count = metric_sum(&text, &format!("{histogram}_count"));
+        round(
+            metric_sum(&text, &format!("{histogram}_sum")) * 1000.0 / count,
+            1,
+        )
     }
 
     /// Peak RSS (MiB) and CPU seconds so far.
@@ -1757,6 +1750,14 @@ fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
+/// The sum of every sample in a Prometheus `text` whose line starts with `name` (all its labels).
+fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// Whether a GET of `url` succeeds within `seconds`, asked again until then.
 async fn answers_within(http: &reqwest::Client, url: &str, seconds: u64) -> bool {
     let answered = support::wait_until(Duration::from_secs(seconds), || async {
@@ -1797,8 +1798,9 @@ struct Window<'a> {
 impl<'a> Window<'a> {
     async fn open(emulator: &'a Emulator) -> Self {
         emulator.reset_stats().await;
-        let before = apiserver_snapshot().await;
-        let latency = Latency::snapshot().await;
+        let text = apiserver_metrics().await;
+        let before = request_metric(&text, "apiserver_request_total");
+        let latency = Latency::read(&text);
         Self {
             emulator,
             before,
@@ -1814,7 +1816,12 @@ impl<'a> Window<'a> {
     /// What every run reports as it ends now: the rollout's time and the calls per object (of
     /// `n`) to the apiserver and to the management API. A run adds its own figures.
     async fn figures(&self, rollout: Duration, n: usize) -> serde_json::Map<String, Value> {
-        let apiserver = apiserver_figures(&self.apiserver().await, n);
+        let text = apiserver_metrics().await;
+        let requests = delta(
+            &self.before,
+            &request_metric(&text, "apiserver_request_total"),
+        );
+        let apiserver = apiserver_figures(&requests, n);
         let mut figures = serde_json::Map::new();
         figures.insert(
             "rollout_seconds".into(),
@@ -1822,9 +1829,7 @@ impl<'a> Window<'a> {
         );
         figures.insert("apiserver".into(), apiserver);
         // The apiserver's mean time per request the run made about once per object or more.
-        let latency = Latency::snapshot()
-            .await
-            .mean_ms_since(&self.latency, n as f64 / 2.0);
+        let latency = Latency::read(&text).mean_ms_since(&self.latency, n as f64 / 2.0);
         figures.insert("apiserver_mean_ms".into(), json!(latency));
         let management = management_figures(&self.emulator.stats().await, n);
         figures.insert("management_api".into(), management);
@@ -1921,11 +1926,11 @@ struct Latency {
 }
 
 impl Latency {
-    async fn snapshot() -> Self {
-        let text = apiserver_metrics().await;
+    /// The sums and counts in the apiserver's `/metrics` `text`.
+    fn read(text: &str) -> Self {
         Self {
-            seconds: request_metric(&text, "apiserver_request_duration_seconds_sum"),
-            count: request_metric(&text, "apiserver_request_duration_seconds_count"),
+            seconds: request_metric(text, "apiserver_request_duration_seconds_sum"),
+            count: request_metric(text, "apiserver_request_duration_seconds_count"),
         }
     }
 
