@@ -19,7 +19,8 @@
 # BENCH_MIXED (1; 0 skips the mixed set), BENCH_STATUS (0; 1 adds the status-write comparison,
 # target/bench/status-writes-N.json), BENCH_OUT (target/bench); the identity probes BENCH_IDENTITY
 # (token: the operator's own ServiceAccount token instead of impersonation), BENCH_FLOOR_AS_OPERATOR
-# (1: the floors write as the operator) and BENCH_OPERATOR_FLAGS (more operator flags).
+# (1: the floors write as the operator), BENCH_OPERATOR_FLAGS (more operator flags), and the size
+# probe BENCH_FLOOR_SHAPE (operator: the floors write the annotations and status aigw leaves).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD

@@ -31,6 +31,9 @@ echo "=== cluster-up $(date -u +%FT%TZ) ===" >>"$log"
 
 port_args=()
 [[ -n "${AIGW_APISERVER_PORT:-}" ]] && port_args=(--apiserver-port "$AIGW_APISERVER_PORT")
+# AIGW_APISERVER_EXTRA_ARGS: kube-apiserver flags of one's own, e.g. "--profiling=true" to read
+# CPU profiles at /debug/pprof while a benchmark runs (Benchmark chapter).
+[[ -n "${AIGW_APISERVER_EXTRA_ARGS:-}" ]] && port_args+=(--apiserver-extra-args "$AIGW_APISERVER_EXTRA_ARGS")
 
 echo "Starting aigw-controlplane (kube-apiserver $K8S_VERSION + etcd), state in $STATE"
 t0=$SECONDS

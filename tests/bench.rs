@@ -12,7 +12,8 @@
 //! Identity probes: `BENCH_IDENTITY=token` runs the operator with its ServiceAccount's own token
 //! (TokenRequest) instead of the default impersonation of it, `BENCH_FLOOR_AS_OPERATOR=1` has the
 //! floors write with the operator's identity instead of the admin's, and `BENCH_OPERATOR_FLAGS`
-//! adds flags to every operator the bench starts.
+//! adds flags to every operator the bench starts. Size probe: `BENCH_FLOOR_SHAPE=operator` has
+//! the floors write the annotations and status aigw leaves on a Config ([`FloorShape`]).
 
 /// The integration binary's support (`tests/it/support`); this target uses part of it.
 #[allow(dead_code)]
@@ -31,7 +32,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aigw::api::{Client, ClientConfig, CreateConfigRequest, StaticToken};
+use aigw::api::{Client, ClientConfig, ConfigCreated, CreateConfigRequest, StaticToken};
 use aigw::resources::Config;
 use aigw::resources::common::{CREATE_INTENT_ANNOTATION, FINALIZER};
 use futures::{StreamExt, TryStreamExt};
@@ -924,6 +925,7 @@ async fn floor_worker(
     rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Made>>>,
     floor: Floor,
 ) {
+    let shape = FloorShape::from_env();
     loop {
         let next = rx.lock().await.recv().await;
         let Some(Made {
@@ -946,11 +948,10 @@ async fn floor_worker(
             resource_version = claimed.metadata.resource_version.unwrap_or_default();
         }
         if let Floor::CrashSafe | Floor::Claimed = floor {
-            let intent = json!({"name": name, "at": now_seconds()}).to_string();
             let metadata = json!({"metadata": {
                 "resourceVersion": resource_version,
                 "finalizers": [FINALIZER],
-                "annotations": {CREATE_INTENT_ANNOTATION: intent},
+                "annotations": shape.annotations(&name),
             }});
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&metadata))
                 .await
@@ -967,14 +968,91 @@ async fn floor_worker(
             .create(&request)
             .await
             .expect("floor POST failed");
-        let status = json!({"status": {
-            "observedGeneration": generation,
-            "id": created.id, "slug": created.slug, "versionId": created.version_id,
-            "conditions": [condition("Ready", "True", generation)],
-        }});
+        let status = json!({"status": shape.status(generation, created)});
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await
             .expect("floor status patch failed");
+    }
+}
+
+/// What a floor writes: the least a crash-safe client records (default), or, with
+/// `BENCH_FLOOR_SHAPE=operator`, what aigw's own writes leave on a Config (its create-intent and
+/// installation annotations, a status of three kstatus conditions, the settled intent, a history
+/// entry and the installation), written the floor's way (two merge patches). A probe of what the
+/// objects' size costs the control plane, apart from how aigw writes them.
+#[derive(Clone, Copy)]
+enum FloorShape {
+    Least,
+    Operator,
+}
+
+impl FloorShape {
+    fn from_env() -> Self {
+        match std::env::var("BENCH_FLOOR_SHAPE").as_deref() {
+            Ok("operator") => Self::Operator,
+            _ => Self::Least,
+        }
+    }
+
+    fn annotations(self, name: &str) -> Value {
+        match self {
+            Self::Least => {
+                let intent = json!({"name": name, "at": now_seconds()}).to_string();
+                json!({CREATE_INTENT_ANNOTATION: intent})
+            }
+            Self::Operator => {
+                let intent = json!({
+                    "pendingCreate": now_seconds(),
+                    "createAttempt": {
+                        "name": name,
+                        "bodyHash": format!("hmac-sha256:{}", "0f".repeat(32)),
+                        "intent": Self::intent_id(name),
+                    },
+                });
+                json!({
+                    CREATE_INTENT_ANNOTATION: intent.to_string(),
+                    "aigw.io/installation": "bench-floor/aigw",
+                })
+            }
+        }
+    }
+
+    fn status(self, generation: i64, created: ConfigCreated) -> Value {
+        let mut status = json!({
+            "observedGeneration": generation,
+            "id": created.id, "slug": created.slug, "versionId": created.version_id,
+            "conditions": [condition("Ready", "True", generation)],
+        });
+        if let Self::Operator = self {
+            let (now, version) = (now_seconds(), status["versionId"].clone());
+            let quiet = |type_: &str| {
+                let mut c = condition(type_, "False", generation);
+                c["reason"] = json!("Reconciled");
+                c
+            };
+            let mut ready = condition("Ready", "True", generation);
+            ready["reason"] = json!("Reconciled");
+            ready["message"] = json!("Config is in sync with the management API");
+            status["conditions"] = json!([ready, quiet("Reconciling"), quiet("Stalled")]);
+            status["createSettled"] = json!(Self::intent_id(&created.id));
+            status["history"] =
+                json!([{"appliedAt": now, "generation": generation, "versionId": version}]);
+            status["installation"] = json!("bench-floor/aigw");
+            status["lastAppliedAt"] = json!(now);
+        }
+        status
+    }
+
+    /// A UUID-shaped id, as aigw's intents carry.
+    fn intent_id(seed: &str) -> String {
+        let n = seed
+            .bytes()
+            .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+        format!(
+            "{:08x}-0000-4000-8000-{:012x}",
+            n >> 32,
+            n & 0xffff_ffff_ffff
+        )
     }
 }
 
