@@ -1877,7 +1877,7 @@ impl<'a> Window<'a> {
     async fn open(emulator: &'a Emulator) -> Self {
         emulator.reset_stats().await;
         let text = apiserver_metrics().await;
-        let before = request_metric(&text, "apiserver_request_total");
+        let before = request_totals(&text);
         let latency = Latency::read(&text);
         Self {
             emulator,
@@ -1895,11 +1895,7 @@ impl<'a> Window<'a> {
     /// `n`) to the apiserver and to the management API. A run adds its own figures.
     async fn figures(&self, rollout: Duration, n: usize) -> serde_json::Map<String, Value> {
         let text = apiserver_metrics().await;
-        let requests = delta(
-            &self.before,
-            &request_metric(&text, "apiserver_request_total"),
-        );
-        let apiserver = apiserver_figures(&requests, n);
+        let apiserver = apiserver_figures(&delta(&self.before, &request_totals(&text)), n);
         let mut figures = serde_json::Map::new();
         figures.insert(
             "rollout_seconds".into(),
@@ -1946,7 +1942,12 @@ impl FloorPool {
 /// `apiserver_request_total` summed by `VERB resource[/subresource]`, with the code appended
 /// when it is not 2xx (resource requests only).
 async fn apiserver_snapshot() -> BTreeMap<String, f64> {
-    request_metric(&apiserver_metrics().await, "apiserver_request_total")
+    request_totals(&apiserver_metrics().await)
+}
+
+/// [`apiserver_snapshot`] of a `/metrics` text already read.
+fn request_totals(text: &str) -> BTreeMap<String, f64> {
+    request_metric(text, "apiserver_request_total")
 }
 
 /// The apiserver's `/metrics` text.
