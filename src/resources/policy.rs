@@ -16,6 +16,7 @@ use serde_with::skip_serializing_none;
 
 use super::common::WorkspaceRef;
 use crate::api::{ApiError, Client, Listing};
+use crate::controller::process::Watchable;
 
 /// The fields every policy kind's spec opens with (flattened: the same keys at the top of
 /// `spec`): the remote policy it adopts, its name and its workspace.
@@ -134,16 +135,7 @@ pub(crate) fn single(value: &crate::api::OneOrMany, key: &str) -> Result<String,
 
 /// A policy kind's binding to its API: the calls, the diff, and the projection of a remote
 /// policy onto a spec.
-pub trait Policy:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + Debug
-    + Serialize
-    + DeserializeOwned
-    + Send
-    + Sync
-    + 'static
-{
+pub trait Policy: Watchable + Resource<Scope = NamespaceResourceScope> + Serialize {
     type Spec: Serialize;
     /// The remote policy as a read returns it.
     type Remote: Serialize + Send + Sync;

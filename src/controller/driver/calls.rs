@@ -276,9 +276,19 @@ pub fn key_or(preferred: &str, otherwise: &str) -> String {
     }
 }
 
-/// [`RemoteKey`] of API objects read by the field `$key` (`in workspace`: living in their
-/// `workspace_id`).
+/// [`RemoteKey`] of API objects read by the field `$key` (`slug else id`: by their slug, by
+/// their id while they have none; `in workspace`: living in their `workspace_id`).
 macro_rules! read_by {
+    (slug else id: $($remote:ty),+ ; in workspace) => {$(
+        impl RemoteKey for $remote {
+            fn key(&self) -> String {
+                key_or(&self.slug, &self.id)
+            }
+            fn workspace(&self) -> Option<&str> {
+                self.workspace_id.as_deref()
+            }
+        }
+    )+};
     ($key:ident: $($remote:ty),+ ; in workspace) => {$(
         impl RemoteKey for $remote {
             fn key(&self) -> String {
@@ -302,6 +312,7 @@ read_by!(id: api::ApiKey, api::McpServer, api::RateLimitsPolicy, api::UsageLimit
 read_by!(id: api::Deployment, api::DeploymentSummary, api::Workspace);
 read_by!(slug: api::ConfigDetail; in workspace);
 read_by!(slug: api::ConfigSummary, api::GuardrailSummary);
+read_by!(slug else id: api::GuardrailDetails; in workspace);
 
 /// What [`OwnCalls::delete`] is given: the remote object's `key`, the `client` for the call, the
 /// status so far, and `cx` for what else the call needs.

@@ -9,11 +9,10 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 
 use crate::controller::driver::status::CommonStatus;
+use kube::ResourceExt;
 use kube::core::object::HasStatus;
 use kube::runtime::events::EventType;
-use kube::{Resource, ResourceExt};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tracing::debug;
 
 use super::publish;
@@ -21,6 +20,7 @@ use crate::controller::Context;
 use crate::controller::driver::gate::{Gate, Op};
 use crate::controller::driver::status::{IntentStatus, sanitize_message};
 use crate::controller::error::{Error, Halt, Wait};
+use crate::controller::process::Watchable;
 use crate::resources::common::{CREATE_INTENT_ANNOTATION, CreateIntent, Governed, Recorded};
 use crate::resources::config::AppliedVersion;
 use crate::resources::promotion::{Promotion, RevisionOrder};
@@ -103,14 +103,8 @@ pub trait Managed:
     crate::controller::state::claims::Claims
     + HasStatus<Status: IntentStatus + Recorded>
     + Governed
-    + Resource<DynamicType = ()>
-    + Clone
-    + Debug
+    + Watchable
     + Serialize
-    + DeserializeOwned
-    + Send
-    + Sync
-    + 'static
 {
     /// Kind name, for logs, metrics and messages.
     const KIND: &'static str;

@@ -15,7 +15,7 @@ use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
 };
 use crate::controller::Context;
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey, key_or};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
 use crate::controller::driver::create::{Created, Lookup, one_unmarked, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::referenced::{qualified, users};
@@ -191,9 +191,7 @@ macro_rules! guardrail_kind {
                     .map(Desired::request_document)
                     .unwrap_or_default();
                 let request = self.definition().update_request_with(&document);
-                plane::<Self>(client)
-                    .update(&key_of(remote), &request)
-                    .await
+                plane::<Self>(client).update(&remote.key(), &request).await
             }
             async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
                 let Deleting {
@@ -363,21 +361,6 @@ async fn referencing_configs<G: GuardrailKind>(
         None => qualified(c),
     };
     users(ctx, question, uses, shown).await
-}
-
-/// The key the API addresses the guardrail by: its slug, else its id.
-/// A guardrail is read by its slug ([`key_of`]), in its workspace.
-impl RemoteKey for GuardrailDetails {
-    fn key(&self) -> String {
-        key_of(self)
-    }
-    fn workspace(&self) -> Option<&str> {
-        self.workspace_id.as_deref()
-    }
-}
-
-fn key_of(remote: &GuardrailDetails) -> String {
-    key_or(&remote.slug, &remote.id)
 }
 
 /// A 403 that may mean "no such guardrail" (FACTS §6): not an OPA denial, not `AB03`.
