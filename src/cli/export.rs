@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use aigw::gitops::export::{ExportOptions, export, live_secret_refs};
-use aigw::gitops::validate::dns1123_label;
+use aigw::gitops::validate::{counted, dns1123_label};
 
 use super::plan::{TargetArgs, client, live};
 
@@ -56,16 +56,7 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
     for skipped in &exported.skipped {
         eprintln!("skipped {skipped}");
     }
-    let counts: Vec<String> = exported
-        .counts
-        .iter()
-        .map(|(kind, n)| format!("{n} {kind}"))
-        .collect();
-    let counts = if counts.is_empty() {
-        "nothing".to_string()
-    } else {
-        counts.join(", ")
-    };
+    let counts = counted(&exported.counts).unwrap_or_else(|| "nothing".to_string());
     super::write_stdout(&format!(
         "exported {counts} to {} ({} files with kustomization.yaml)",
         args.out.display(),

@@ -287,11 +287,11 @@ impl Export {
 /// renders them as manifests.
 pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, GitopsError> {
     let mut out = Builder::new(options);
-    let configs = api
-        .configs()
-        .list(options.workspace_id.as_deref())
-        .await
-        .map_err(|e| GitopsError::api("failed to list configs", e))?;
+    let configs = listed(
+        "configs",
+        api.configs().list(options.workspace_id.as_deref()),
+    )
+    .await?;
     for summary in configs {
         let detail =
             api.configs().get(&summary.slug).await.map_err(|e| {
@@ -304,11 +304,7 @@ pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, Git
         status: Some(api::DeploymentStatus::Active),
         ..Default::default()
     };
-    let deployments = api
-        .deployments()
-        .list(&query)
-        .await
-        .map_err(|e| GitopsError::api("failed to list deployments", e))?;
+    let deployments = listed("deployments", api.deployments().list(&query)).await?;
     for summary in deployments {
         let remote = api.deployments().get(&summary.id).await.map_err(|e| {
             GitopsError::api(format!("failed to read deployment {}", summary.id), e)
@@ -336,11 +332,8 @@ pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, Git
 /// `auth_config` and omits `allowed_workspaces`, so no manifest can state them, and one that
 /// guessed would make the operator rewrite the live credentials on adoption.
 async fn skip_secret_references(api: &Client, out: &mut Builder<'_>) -> Result<(), GitopsError> {
-    let references = api
-        .secret_references()
-        .list(&Default::default())
-        .await
-        .map_err(|e| GitopsError::api("failed to list secret references", e))?;
+    let query = Default::default();
+    let references = listed("secret references", api.secret_references().list(&query)).await?;
     for reference in references {
         out.export.skipped.push(format!(
             "secret reference {}: its auth_config and allowed workspaces are write-only (reads mask or omit them); write its SecretReference by hand, with spec.slug {} to adopt it and a Secret for spec.authConfigSecretRef (the first apply writes them once)",
@@ -358,10 +351,7 @@ async fn export_guardrails<G: GuardrailKind + Serialize>(
     out: &mut Builder<'_>,
 ) -> Result<(), GitopsError> {
     let plane = api.guardrails_on(G::PLANE);
-    let guardrails = plane
-        .listing(workspace)
-        .await
-        .map_err(|e| GitopsError::api("failed to list guardrails", e))?;
+    let guardrails = listed("guardrails", plane.listing(workspace)).await?;
     for summary in guardrails
         .items
         .iter()
@@ -381,13 +371,21 @@ async fn export_policies<P: Policy>(
     options: &ExportOptions,
     out: &mut Builder<'_>,
 ) -> Result<(), GitopsError> {
-    let listing = P::list(api, options.workspace_id.clone())
-        .await
-        .map_err(|e| GitopsError::api(format!("failed to list {}s", P::WHAT), e))?;
+    let what = format!("{}s", P::WHAT);
+    let listing = listed(&what, P::list(api, options.workspace_id.clone())).await?;
     for policy in &listing.items {
         out.policy::<P>(policy)?;
     }
     Ok(())
+}
+
+/// What a list call answers; its failure reads `failed to list {what}`.
+async fn listed<T>(
+    what: &str,
+    list: impl Future<Output = Result<T, api::ApiError>>,
+) -> Result<T, GitopsError> {
+    list.await
+        .map_err(|e| GitopsError::api(format!("failed to list {what}"), e))
 }
 
 /// Collects rendered manifests and keeps `metadata.name` unique per kind.

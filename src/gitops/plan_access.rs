@@ -8,156 +8,165 @@ use serde_json::{Value, json};
 use super::GitopsError;
 use super::mask::{Masking, hide_unconfirmed};
 use super::plan::{
-    Action, Entry, Live, compared, compared_unless_fixed, create_changes, creating, entry,
-    field_changes, fixed_differs, immutable_differs, live_cluster_object, live_object,
-    plain_changes, read_recorded_or_slug, status_of, to_json, with_hidden,
+    Action, Entry, Planner, compared, compared_unless_fixed, compared_unless_immutable,
+    create_changes, creating, entry, field_changes, fixed_differs, live_object, plain_changes,
+    read_recorded_or_slug, status_of, to_json, with_hidden,
 };
 use super::plan_claims::{Claimed, Own, claimed};
-use crate::api::{self, Client};
+use crate::api;
 use crate::resources::config_document::{MarkedDocument, SecretDocument};
 use crate::resources::{Integration, Provider, SecretReference};
 
-/// An Integration: its counterpart is the live `status.id`, else `spec.slug` (which the operator
-/// creates when no integration has it). The key and credential configurations are write-only:
-/// they show as their Secret, and as a change when the operator would send them (a create, an
-/// adoption, or a live resource that never recorded what it sent).
-pub(super) async fn plan_integration(
-    api: &Client,
-    live: Option<&Live>,
-    integration: &Integration,
-) -> Result<Entry, GitopsError> {
-    let spec = &integration.spec;
-    let mut desired = to_json(spec);
-    let invalid = match MarkedDocument::new(spec) {
-        Ok(marked) => {
-            if let Some(configurations) = marked.document().get("configurations") {
-                desired["configurations"] = configurations.clone();
+impl Planner<'_> {
+    /// An Integration: its counterpart is the live `status.id`, else `spec.slug` (which the operator
+    /// creates when no integration has it). The key and credential configurations are write-only:
+    /// they show as their Secret, and as a change when the operator would send them (a create, an
+    /// adoption, or a live resource that never recorded what it sent).
+    pub(super) async fn integration(self, integration: &Integration) -> Result<Entry, GitopsError> {
+        let spec = &integration.spec;
+        let mut desired = to_json(spec);
+        let invalid = match MarkedDocument::new(spec) {
+            Ok(marked) => {
+                if let Some(configurations) = marked.document().get("configurations") {
+                    desired["configurations"] = configurations.clone();
+                }
+                None
             }
-            None
+            Err(why) => Some(format!(
+                "{why}: the operator would stall (InvalidSpec) and write nothing"
+            )),
+        };
+        if let Some(key) = &spec.key_secret_ref {
+            desired["keySecretRef"] = json!(format!("(secret {}/{})", key.name, key.key));
         }
-        Err(why) => Some(format!(
-            "{why}: the operator would stall (InvalidSpec) and write nothing"
-        )),
-    };
-    if let Some(key) = &spec.key_secret_ref {
-        desired["keySecretRef"] = json!(format!("(secret {}/{})", key.name, key.key));
-    }
-    let creation = || create_changes(&desired, &["slug", "secretRefs"]);
-    let managed = live_cluster_object(live, integration).await?;
-    // The live resource's Secret paths: the read holds their values where a PR moved or
-    // dropped them.
-    let earlier = managed
-        .as_ref()
-        .map(|m| SecretDocument::secret_refs(&m.spec).into_owned())
-        .unwrap_or_default();
-    // A PR that moves or drops a `secretRefs` path writes the configurations (the operator's
-    // hash covers where the values go), though every field a read shows may match.
-    let paths = |refs: &[crate::resources::config::ConfigSecretRef]| {
-        let mut paths: Vec<String> = refs.iter().map(|r| r.path.clone()).collect();
-        paths.sort();
-        paths
-    };
-    let paths_moved =
-        managed.is_some() && paths(&earlier) != paths(&SecretDocument::secret_refs(spec));
-    let status = managed.and_then(|m| m.status).unwrap_or_default();
-    // The live resource's integration, else the one its slug names (adopted if it exists).
-    let keys = (status.id.as_ref(), spec.slug.as_ref());
-    let found = read_recorded_or_slug(keys, "integration", async |key| {
-        api.integrations().get(key).await
-    })
-    .await?;
-    let Some((counterpart, remote)) = found else {
-        return Ok(match invalid {
-            Some(reason) => entry(Action::Conflict, None, creation(), Some(reason)),
-            None => entry(Action::Create, None, creation(), None),
-        });
-    };
-    // Another live Integration that records the object (the operator answers AlreadyManaged),
-    // else every Secret path any live Integration naming it took its values from.
-    let own = Own {
-        kind: Claimed::Integration,
-        namespace: None,
-        name: integration.metadata.name.as_deref().unwrap_or_default(),
-        connection: spec.connection_name(),
-    };
-    let mut masking = Masking::default();
-    if let Some(elsewhere) =
-        claimed(live, &own, &counterpart, &mut masking, "/configurations").await
-    {
-        return Ok(elsewhere);
-    }
-    // The read as `aigw api integrations get` and `export` show it: a configuration that is
-    // not a known public setting may hold a Secret's value (whoever wrote it), and a public
-    // URL's userinfo may hold credentials.
-    let shown = remote.clone().with_configurations_hidden();
-    let mut current = json!({
-        "name": remote.name,
-        "aiProviderId": remote.ai_provider_id,
-        "description": remote.description,
-        "configurations": shown.configurations,
-        "keySecretRef": remote.masked_key.as_ref().map(|_| "(write-only: not readable)"),
-        "workspaceId": remote.workspace_id,
-    });
-    let conflicts = spec.immutable_conflicts(&remote);
-    let mut fields = conflicts.clone();
-    fields.extend(spec.diff(&remote));
-    let writes_secrets = spec.key_secret_ref.is_some() || !spec.secret_refs.is_empty();
-    if writes_secrets && status.secret_hash.is_none() {
-        fields.push("keySecretRef");
-    }
-    if paths_moved && !fields.contains(&"configurations") {
-        fields.push("configurations");
-    }
-    let client_rows = api.integrations().workspaces(&remote.id).await;
-    let rows = client_rows.map_err(|e| {
-        GitopsError::api(
-            format!("failed to read the access of integration {}", remote.slug),
-            e,
+        let creation = || create_changes(&desired, &["slug", "secretRefs"]);
+        let managed = live_object(self.live, integration).await?;
+        // The live resource's Secret paths: the read holds their values where a PR moved or
+        // dropped them.
+        let earlier = managed
+            .as_ref()
+            .map(|m| SecretDocument::secret_refs(&m.spec).into_owned())
+            .unwrap_or_default();
+        // A PR that moves or drops a `secretRefs` path writes the configurations (the operator's
+        // hash covers where the values go), though every field a read shows may match.
+        let paths = |refs: &[crate::resources::config::ConfigSecretRef]| {
+            let mut paths: Vec<String> = refs.iter().map(|r| r.path.clone()).collect();
+            paths.sort();
+            paths
+        };
+        let paths_moved =
+            managed.is_some() && paths(&earlier) != paths(&SecretDocument::secret_refs(spec));
+        let status = managed.and_then(|m| m.status).unwrap_or_default();
+        // The live resource's integration, else the one its slug names (adopted if it exists).
+        let keys = (status.id.as_ref(), spec.slug.as_ref());
+        let found = read_recorded_or_slug(keys, "integration", async |key| {
+            self.api.integrations().get(key).await
+        })
+        .await?;
+        let Some((counterpart, remote)) = found else {
+            return Ok(match invalid {
+                Some(reason) => entry(Action::Conflict, None, creation(), Some(reason)),
+                None => entry(Action::Create, None, creation(), None),
+            });
+        };
+        // Another live Integration that records the object (the operator answers AlreadyManaged),
+        // else every Secret path any live Integration naming it took its values from.
+        let own = Own {
+            kind: Claimed::Integration,
+            namespace: None,
+            name: integration.metadata.name.as_deref().unwrap_or_default(),
+            connection: spec.connection_name(),
+        };
+        let mut masking = Masking::default();
+        if let Some(elsewhere) = claimed(
+            self.live,
+            &own,
+            &counterpart,
+            &mut masking,
+            "/configurations",
         )
-    })?;
-    if !spec.access_updates(&rows, &status.workspaces).is_empty() {
-        fields.push("workspaces");
-        current["workspaces"] = access_rows(&rows);
-    }
-    if spec.models.is_some() {
-        let models = api.integrations().models(&remote.id).await.map_err(|e| {
+        .await
+        {
+            return Ok(elsewhere);
+        }
+        // The read as `aigw api integrations get` and `export` show it: a configuration that is
+        // not a known public setting may hold a Secret's value (whoever wrote it), and a public
+        // URL's userinfo may hold credentials.
+        let shown = remote.clone().with_configurations_hidden();
+        let mut current = json!({
+            "name": remote.name,
+            "aiProviderId": remote.ai_provider_id,
+            "description": remote.description,
+            "configurations": shown.configurations,
+            "keySecretRef": remote.masked_key.as_ref().map(|_| "(write-only: not readable)"),
+            "workspaceId": remote.workspace_id,
+        });
+        let conflicts = spec.immutable_conflicts(&remote);
+        let mut fields = conflicts.clone();
+        fields.extend(spec.diff(&remote));
+        let writes_secrets = spec.key_secret_ref.is_some() || !spec.secret_refs.is_empty();
+        if writes_secrets && status.secret_hash.is_none() {
+            fields.push("keySecretRef");
+        }
+        if paths_moved && !fields.contains(&"configurations") {
+            fields.push("configurations");
+        }
+        let client_rows = self.api.integrations().workspaces(&remote.id).await;
+        let rows = client_rows.map_err(|e| {
             GitopsError::api(
-                format!("failed to read the models of integration {}", remote.slug),
+                format!("failed to read the access of integration {}", remote.slug),
                 e,
             )
         })?;
-        if spec.model_updates(&models).is_some() {
-            fields.push("models");
-            current["models"] = serde_json::to_value(&models).unwrap_or_default();
+        if !spec.access_updates(&rows, &status.workspaces).is_empty() {
+            fields.push("workspaces");
+            current["workspaces"] = access_rows(&rows);
         }
+        if spec.models.is_some() {
+            let models = self
+                .api
+                .integrations()
+                .models(&remote.id)
+                .await
+                .map_err(|e| {
+                    GitopsError::api(
+                        format!("failed to read the models of integration {}", remote.slug),
+                        e,
+                    )
+                })?;
+            if spec.model_updates(&models).is_some() {
+                fields.push("models");
+                current["models"] = serde_json::to_value(&models).unwrap_or_default();
+            }
+        }
+        // What the spec takes from Secrets is never shown, on either side, whatever the read says.
+        let hidden = hide_secret_paths(
+            integration,
+            &earlier,
+            masking,
+            counterpart.adopting,
+            &mut current,
+            &mut desired,
+        );
+        if hidden {
+            fields = with_hidden(fields, &["configurations"], &desired);
+        }
+        let changes = field_changes(&fields, &current, &desired);
+        let reason = invalid.or_else(|| {
+            let fixed = !conflicts.is_empty();
+            fixed.then(|| fixed_differs("integration", &conflicts, "Integration"))
+        });
+        let planned = match reason {
+            Some(reason) => entry(
+                Action::Conflict,
+                Some(counterpart.key),
+                changes,
+                Some(reason),
+            ),
+            None => compared(&counterpart, changes),
+        };
+        Ok(planned.with_values_hidden(hidden).identified(&remote.id))
     }
-    // What the spec takes from Secrets is never shown, on either side, whatever the read says.
-    let hidden = hide_secret_paths(
-        integration,
-        &earlier,
-        masking,
-        counterpart.adopting,
-        &mut current,
-        &mut desired,
-    );
-    if hidden {
-        fields = with_hidden(fields, &["configurations"], &desired);
-    }
-    let changes = field_changes(&fields, &current, &desired);
-    let reason = invalid.or_else(|| {
-        let fixed = !conflicts.is_empty();
-        fixed.then(|| fixed_differs("integration", &conflicts, "Integration"))
-    });
-    let planned = match reason {
-        Some(reason) => entry(
-            Action::Conflict,
-            Some(counterpart.key),
-            changes,
-            Some(reason),
-        ),
-        None => compared(&counterpart, changes),
-    };
-    Ok(planned.with_values_hidden(hidden).identified(&remote.id))
 }
 
 /// Replaces, in `current` (the read) and `desired`, the value at every path the spec takes from
@@ -210,98 +219,93 @@ fn access_rows(rows: &api::IntegrationWorkspaces) -> Value {
         .collect()
 }
 
-/// A Provider: its counterpart is the live `status.id`, else `spec.slug` (created when no
-/// provider has it). A read's credential material is withheld by the client; only the fields
-/// the operator compares are shown.
-pub(super) async fn plan_provider(
-    api: &Client,
-    live: Option<&Live>,
-    provider: &Provider,
-) -> Result<Entry, GitopsError> {
-    let spec = &provider.spec;
-    let desired = to_json(spec);
-    let creation = || {
-        create_changes(
-            &desired,
-            &["slug", "integration", "integrationId", "resetUsage"],
-        )
-    };
-    let status = status_of(live_object(live, provider).await?);
-    let keys = (status.id.as_ref(), spec.slug.as_ref());
-    let found = read_recorded_or_slug(keys, "provider", async |key| {
-        api.providers().get(key, Some(spec.workspace())).await
-    })
-    .await?;
-    let Some((counterpart, remote)) = found else {
-        return Ok(entry(Action::Create, None, creation(), None));
-    };
-    let current = json!({
-        "name": remote.name,
-        "note": remote.note,
-        "usageLimits": remote.usage_limits,
-        "expiresAt": remote.expires_at,
-        "integrationId": remote.integration_id,
-    });
-    // What the integration is known by: the spec's id, or what the live resource recorded.
-    let known: Vec<String> = spec
-        .integration_id
-        .iter()
-        .cloned()
-        .chain(status.integration_id.clone())
-        .collect();
-    let keys: Vec<&str> = match known.is_empty() {
-        true => remote.integration_id.iter().map(String::as_str).collect(),
-        false => known.iter().map(String::as_str).collect(),
-    };
-    let conflicts = spec.immutable_conflicts(&remote, &keys);
-    let reset = spec.reset_usage.is_some() && spec.reset_usage != status.observed_reset_usage;
-    let fields = (conflicts, spec.update_for(&remote, reset).0);
-    let what = ("provider", "Provider");
-    let planned = compared_unless_fixed(counterpart, fields, (&current, &desired), what);
-    Ok(planned.identified(&remote.id))
-}
-
-/// The plan of a SecretReference: the reference its live resource recorded, else the one its
-/// slug names (adopted if it exists), compared on the fields a read shows. `auth_config` (from a
-/// Secret of the operator's namespace) and the allowed workspaces are never read back, so a plan
-/// shows them as set on a create and cannot tell a change of them otherwise.
-pub(super) async fn plan_secret_reference(
-    api: &Client,
-    live: Option<&Live>,
-    reference: &SecretReference,
-) -> Result<Entry, GitopsError> {
-    let spec = &reference.spec;
-    let mut desired = to_json(spec);
-    desired["authConfigSecretRef"] = json!(format!(
-        "(every key of secret {})",
-        spec.auth_config_secret_ref.name
-    ));
-    let status = status_of(live_cluster_object(live, reference).await?);
-    let keys = (status.id.as_ref(), spec.slug.as_ref());
-    let found = read_recorded_or_slug(keys, "secret reference", async |key| {
-        api.secret_references().get(key).await
-    })
-    .await?;
-    let Some((counterpart, remote)) = found else {
-        return Ok(creating(&desired, &["slug"]));
-    };
-    let immutable = spec.immutable_conflicts(&remote);
-    if !immutable.is_empty() {
-        let what = "secret reference";
-        return Ok(immutable_differs(counterpart.key, what, &immutable).identified(&remote.id));
+impl Planner<'_> {
+    /// A Provider: its counterpart is the live `status.id`, else `spec.slug` (created when no
+    /// provider has it). A read's credential material is withheld by the client; only the fields
+    /// the operator compares are shown.
+    pub(super) async fn provider(self, provider: &Provider) -> Result<Entry, GitopsError> {
+        let spec = &provider.spec;
+        let desired = to_json(spec);
+        let creation = || {
+            create_changes(
+                &desired,
+                &["slug", "integration", "integrationId", "resetUsage"],
+            )
+        };
+        let status = status_of(live_object(self.live, provider).await?);
+        let keys = (status.id.as_ref(), spec.slug.as_ref());
+        let found = read_recorded_or_slug(keys, "provider", async |key| {
+            self.api.providers().get(key, Some(spec.workspace())).await
+        })
+        .await?;
+        let Some((counterpart, remote)) = found else {
+            return Ok(entry(Action::Create, None, creation(), None));
+        };
+        let current = json!({
+            "name": remote.name,
+            "note": remote.note,
+            "usageLimits": remote.usage_limits,
+            "expiresAt": remote.expires_at,
+            "integrationId": remote.integration_id,
+        });
+        // What the integration is known by: the spec's id, or what the live resource recorded.
+        let known: Vec<String> = spec
+            .integration_id
+            .iter()
+            .cloned()
+            .chain(status.integration_id.clone())
+            .collect();
+        let keys: Vec<&str> = match known.is_empty() {
+            true => remote.integration_id.iter().map(String::as_str).collect(),
+            false => known.iter().map(String::as_str).collect(),
+        };
+        let conflicts = spec.immutable_conflicts(&remote, &keys);
+        let reset = spec.reset_usage.is_some() && spec.reset_usage != status.observed_reset_usage;
+        let fields = (conflicts, spec.update_for(&remote, reset).0);
+        let what = ("provider", "Provider");
+        let planned = compared_unless_fixed(counterpart, fields, (&current, &desired), what);
+        Ok(planned.identified(&remote.id))
     }
-    let changes = plain_changes(spec.diff(&remote), &desired, |field| match field {
-        "name" => json!(remote.name),
-        "description" => json!(remote.description),
-        "secretPath" => json!(remote.secret_path),
-        "secretKey" => json!(remote.secret_key),
-        "allowedWorkspaces" => match remote.allow_all_workspaces {
-            Some(true) => json!("(every workspace)"),
-            _ => json!("(a list the API does not show)"),
-        },
-        _ => json!(remote.tags),
-    });
-    Ok(compared(&counterpart, changes).identified(&remote.id))
+
+    /// The plan of a SecretReference: the reference its live resource recorded, else the one its
+    /// slug names (adopted if it exists), compared on the fields a read shows. `auth_config` (from a
+    /// Secret of the operator's namespace) and the allowed workspaces are never read back, so a plan
+    /// shows them as set on a create and cannot tell a change of them otherwise.
+    pub(super) async fn secret_reference(
+        self,
+        reference: &SecretReference,
+    ) -> Result<Entry, GitopsError> {
+        let spec = &reference.spec;
+        let mut desired = to_json(spec);
+        desired["authConfigSecretRef"] = json!(format!(
+            "(every key of secret {})",
+            spec.auth_config_secret_ref.name
+        ));
+        let status = status_of(live_object(self.live, reference).await?);
+        let keys = (status.id.as_ref(), spec.slug.as_ref());
+        let found = read_recorded_or_slug(keys, "secret reference", async |key| {
+            self.api.secret_references().get(key).await
+        })
+        .await?;
+        let Some((counterpart, remote)) = found else {
+            return Ok(creating(&desired, &["slug"]));
+        };
+        let changes = plain_changes(spec.diff(&remote), &desired, |field| match field {
+            "name" => json!(remote.name),
+            "description" => json!(remote.description),
+            "secretPath" => json!(remote.secret_path),
+            "secretKey" => json!(remote.secret_key),
+            "allowedWorkspaces" => match remote.allow_all_workspaces {
+                Some(true) => json!("(every workspace)"),
+                _ => json!("(a list the API does not show)"),
+            },
+            _ => json!(remote.tags),
+        });
+        let immutable = spec.immutable_conflicts(&remote);
+        let planned =
+            compared_unless_immutable(counterpart, "secret reference", &immutable, changes);
+        Ok(planned.identified(&remote.id))
+    }
 }
 
 #[cfg(test)]

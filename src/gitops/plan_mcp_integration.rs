@@ -8,53 +8,52 @@ use serde_json::json;
 
 use super::GitopsError;
 use super::plan::{
-    Action, Entry, Live, compared, creating, entry, immutable_differs, live_cluster_object,
-    plain_changes, read_recorded_or_slug, status_of, to_json,
+    Action, Entry, Planner, compared_unless_immutable, creating, entry, live_object, plain_changes,
+    read_recorded_or_slug, status_of, to_json,
 };
-use crate::api::Client;
 use crate::resources::McpIntegration;
 
-pub(super) async fn plan_mcp_integration(
-    api: &Client,
-    live: Option<&Live>,
-    integration: &McpIntegration,
-) -> Result<Entry, GitopsError> {
-    let spec = &integration.spec;
-    let mut desired = to_json(spec);
-    if let Some(named) = &spec.configurations_secret_ref {
-        desired["configurationsSecretRef"] = json!(format!("(every key of secret {})", named.name));
+impl Planner<'_> {
+    pub(super) async fn mcp_integration(
+        self,
+        integration: &McpIntegration,
+    ) -> Result<Entry, GitopsError> {
+        let spec = &integration.spec;
+        let mut desired = to_json(spec);
+        if let Some(named) = &spec.configurations_secret_ref {
+            desired["configurationsSecretRef"] =
+                json!(format!("(every key of secret {})", named.name));
+        }
+        let status = status_of(live_object(self.live, integration).await?);
+        let keys = (status.id.as_ref(), spec.slug.as_ref());
+        let found = read_recorded_or_slug(keys, "MCP integration", async |key| {
+            self.api.mcp_integrations().get(key).await
+        })
+        .await?;
+        let Some((counterpart, remote)) = found else {
+            return Ok(creating(&desired, &["slug"]));
+        };
+        if let Some(workspace) = &remote.workspace_id {
+            return Ok(entry(
+                Action::Conflict,
+                Some(counterpart.key),
+                Vec::new(),
+                Some(format!(
+                    "the remote MCP integration belongs to workspace {workspace}, not to the organisation: the operator would stall (InvalidSpec)"
+                )),
+            )
+            .identified(&remote.id));
+        }
+        let changes = plain_changes(spec.diff(&remote), &desired, |field| match field {
+            "name" => json!(remote.name),
+            "description" => json!(remote.description),
+            "url" => json!(remote.url),
+            "authType" => json!(remote.auth_type),
+            _ => json!(remote.transport),
+        });
+        let immutable = spec.immutable_conflicts(&remote);
+        let planned =
+            compared_unless_immutable(counterpart, "MCP integration", &immutable, changes);
+        Ok(planned.identified(&remote.id))
     }
-    let status = status_of(live_cluster_object(live, integration).await?);
-    let keys = (status.id.as_ref(), spec.slug.as_ref());
-    let found = read_recorded_or_slug(keys, "MCP integration", async |key| {
-        api.mcp_integrations().get(key).await
-    })
-    .await?;
-    let Some((counterpart, remote)) = found else {
-        return Ok(creating(&desired, &["slug"]));
-    };
-    if let Some(workspace) = &remote.workspace_id {
-        return Ok(entry(
-            Action::Conflict,
-            Some(counterpart.key),
-            Vec::new(),
-            Some(format!(
-                "the remote MCP integration belongs to workspace {workspace}, not to the organisation: the operator would stall (InvalidSpec)"
-            )),
-        )
-        .identified(&remote.id));
-    }
-    let immutable = spec.immutable_conflicts(&remote);
-    if !immutable.is_empty() {
-        let what = "MCP integration";
-        return Ok(immutable_differs(counterpart.key, what, &immutable).identified(&remote.id));
-    }
-    let changes = plain_changes(spec.diff(&remote), &desired, |field| match field {
-        "name" => json!(remote.name),
-        "description" => json!(remote.description),
-        "url" => json!(remote.url),
-        "authType" => json!(remote.auth_type),
-        _ => json!(remote.transport),
-    });
-    Ok(compared(&counterpart, changes).identified(&remote.id))
 }

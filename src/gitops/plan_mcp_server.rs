@@ -7,56 +7,54 @@ use serde_json::json;
 
 use super::GitopsError;
 use super::plan::{
-    Entry, Live, compared_unless_fixed, creating, live_object, read_recorded_or_slug, status_of,
-    to_json,
+    Entry, Live, Planner, compared_unless_fixed, creating, live_object, read_recorded_or_slug,
+    status_of, to_json,
 };
-use crate::api::{Client, McpServersListQuery};
+use crate::api::McpServersListQuery;
 use crate::resources::McpServer;
 use crate::resources::guardrail::GuardrailMcpServer;
 
-pub(super) async fn plan_mcp_server(
-    api: &Client,
-    live: Option<&Live>,
-    server: &McpServer,
-) -> Result<Entry, GitopsError> {
-    let spec = &server.spec;
-    let desired = to_json(spec);
-    let status = status_of(live_object(live, server).await?);
-    let keys = (status.id.as_ref(), spec.slug.as_ref());
-    let found = read_recorded_or_slug(keys, "MCP server", async |key| {
-        api.mcp_servers().get(key).await
-    })
-    .await?;
-    let Some((counterpart, mut remote)) = found else {
-        let fields = ["slug", "integrationRef", "integrationId", "userAccess"];
-        return Ok(creating(&desired, &fields));
-    };
-    let query = McpServersListQuery {
-        ids: vec![remote.id.clone()],
-        ..Default::default()
-    };
-    let rows = api.mcp_servers().list(&query).await.map_err(|e| {
-        GitopsError::api(format!("failed to list MCP server {}", counterpart.key), e)
-    })?;
-    remote.workspace_id = rows
-        .into_iter()
-        .find(|r| r.id == remote.id)
-        .and_then(|r| r.workspace_id);
-    // What the integration is known by: the spec's id, or what the live resource recorded.
-    let known: Vec<&str> = spec
-        .integration_id
-        .iter()
-        .chain(status.integration_id.iter())
-        .map(String::as_str)
-        .collect();
-    let conflicts = spec.immutable_conflicts(&remote, &known);
-    let current = json!({"name": remote.name, "description": remote.description,
-        "slug": remote.slug, "workspaceId": remote.workspace_id,
-        "integration": remote.mcp_integration_id});
-    let fields = (conflicts, spec.update_for(&remote).0);
-    let what = ("MCP server", "McpServer");
-    let planned = compared_unless_fixed(counterpart, fields, (&current, &desired), what);
-    Ok(planned.identified(&remote.id))
+impl Planner<'_> {
+    pub(super) async fn mcp_server(self, server: &McpServer) -> Result<Entry, GitopsError> {
+        let spec = &server.spec;
+        let desired = to_json(spec);
+        let status = status_of(live_object(self.live, server).await?);
+        let keys = (status.id.as_ref(), spec.slug.as_ref());
+        let found = read_recorded_or_slug(keys, "MCP server", async |key| {
+            self.api.mcp_servers().get(key).await
+        })
+        .await?;
+        let Some((counterpart, mut remote)) = found else {
+            let fields = ["slug", "integrationRef", "integrationId", "userAccess"];
+            return Ok(creating(&desired, &fields));
+        };
+        let query = McpServersListQuery {
+            ids: vec![remote.id.clone()],
+            ..Default::default()
+        };
+        let rows = self.api.mcp_servers().list(&query).await.map_err(|e| {
+            GitopsError::api(format!("failed to list MCP server {}", counterpart.key), e)
+        })?;
+        remote.workspace_id = rows
+            .into_iter()
+            .find(|r| r.id == remote.id)
+            .and_then(|r| r.workspace_id);
+        // What the integration is known by: the spec's id, or what the live resource recorded.
+        let known: Vec<&str> = spec
+            .integration_id
+            .iter()
+            .chain(status.integration_id.iter())
+            .map(String::as_str)
+            .collect();
+        let conflicts = spec.immutable_conflicts(&remote, &known);
+        let current = json!({"name": remote.name, "description": remote.description,
+            "slug": remote.slug, "workspaceId": remote.workspace_id,
+            "integration": remote.mcp_integration_id});
+        let fields = (conflicts, spec.update_for(&remote).0);
+        let what = ("MCP server", "McpServer");
+        let planned = compared_unless_fixed(counterpart, fields, (&current, &desired), what);
+        Ok(planned.identified(&remote.id))
+    }
 }
 
 /// A guardrail's MCP server mappings as the operator sends them: each `mcpServerRef` resolved

@@ -6,50 +6,48 @@ use serde_json::{Value, json};
 
 use super::GitopsError;
 use super::plan::{
-    Action, Entry, Live, compared, creating, entry, live_cluster_object, plain_changes,
+    Action, Entry, Live, Planner, compared, creating, entry, live_object, plain_changes,
     read_recorded_or_slug, status_of, to_json,
 };
 use super::validate::Object;
-use crate::api::{self, Client};
+use crate::api;
 use crate::controller::state::claims::Claims;
 use crate::resources::Config;
 use crate::resources::workspace::{DefaultConfig, Workspace};
 
-pub(super) async fn plan_workspace(
-    api: &Client,
-    live: Option<&Live>,
-    workspace: &Workspace,
-) -> Result<Entry, GitopsError> {
-    let spec = &workspace.spec;
-    let desired = to_json(spec);
-    let status = status_of(live_cluster_object(live, workspace).await?);
-    let keys = (status.id.as_ref(), spec.slug.as_ref());
-    let found = read_recorded_or_slug(keys, "workspace", async |key| {
-        api.workspaces().get(key).await
-    })
-    .await?;
-    let Some((counterpart, remote)) = found else {
-        if let Some(slug) = &spec.slug {
-            return Ok(entry(
-                Action::Conflict,
-                Some(slug.clone()),
-                Vec::new(),
-                Some(format!(
-                    "spec.slug names workspace {slug}, which does not exist"
-                )),
-            ));
-        }
-        return Ok(Entry {
-            reason: Some("created in three calls: an IAM scope of its own, the workspace, the scope bound to its slug".into()),
-            ..creating(&desired, &["slug"])
+impl Planner<'_> {
+    pub(super) async fn workspace(self, workspace: &Workspace) -> Result<Entry, GitopsError> {
+        let spec = &workspace.spec;
+        let desired = to_json(spec);
+        let status = status_of(live_object(self.live, workspace).await?);
+        let keys = (status.id.as_ref(), spec.slug.as_ref());
+        let found = read_recorded_or_slug(keys, "workspace", async |key| {
+            self.api.workspaces().get(key).await
+        })
+        .await?;
+        let Some((counterpart, remote)) = found else {
+            if let Some(slug) = &spec.slug {
+                return Ok(entry(
+                    Action::Conflict,
+                    Some(slug.clone()),
+                    Vec::new(),
+                    Some(format!(
+                        "spec.slug names workspace {slug}, which does not exist"
+                    )),
+                ));
+            }
+            return Ok(Entry {
+                reason: Some("created in three calls: an IAM scope of its own, the workspace, the scope bound to its slug".into()),
+                ..creating(&desired, &["slug"])
+            });
+        };
+        let config = default_config(self.live, workspace).await?;
+        let settings = spec.settings(config);
+        let changes = plain_changes(settings.diff(&remote), &desired, |field| {
+            read_field(&remote, field)
         });
-    };
-    let config = default_config(live, workspace).await?;
-    let settings = spec.settings(config);
-    let changes = plain_changes(settings.diff(&remote), &desired, |field| {
-        read_field(&remote, field)
-    });
-    Ok(compared(&counterpart, changes))
+        Ok(compared(&counterpart, changes))
+    }
 }
 
 /// The value a read shows for the spec field `field`.

@@ -179,6 +179,15 @@ pub struct Report {
     pub ignored: usize,
 }
 
+/// `2 Config, 1 Deployment`: how many of each kind `counts` holds; `None` when it is empty.
+pub fn counted(counts: &BTreeMap<impl std::fmt::Display, usize>) -> Option<String> {
+    let each: Vec<String> = counts
+        .iter()
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect();
+    (!each.is_empty()).then(|| each.join(", "))
+}
+
 impl Report {
     pub fn is_valid(&self) -> bool {
         self.problems.is_empty()
@@ -190,15 +199,9 @@ impl Report {
 
     /// `checked 3 aigw resources (2 Config, 1 Deployment), ignored 1 other document: valid`.
     pub fn summary(&self) -> String {
-        let kinds: Vec<String> = self
-            .checked
-            .iter()
-            .map(|(k, n)| format!("{n} {k}"))
-            .collect();
-        let kinds = if kinds.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", kinds.join(", "))
+        let kinds = match counted(&self.checked) {
+            Some(kinds) => format!(" ({kinds})"),
+            None => String::new(),
         };
         let verdict = match self.problems.len() {
             0 => "valid".to_string(),

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Builder, GitopsError, placeholder_secret};
+use super::{Builder, GitopsError, listed, placeholder_secret};
 use crate::api::secret_fields::is_header_map;
 use crate::api::{self, Client, IntegrationsListQuery, ProvidersListQuery};
 use crate::resources::common::CLUSTER_READABLE;
@@ -26,12 +26,7 @@ pub(super) async fn export_integrations(
     out: &mut Builder<'_>,
 ) -> Result<(), GitopsError> {
     let query = IntegrationsListQuery::default();
-    let listed = api
-        .integrations()
-        .list(&query)
-        .await
-        .map_err(|e| GitopsError::api("failed to list integrations", e))?;
-    for summary in listed {
+    for summary in listed("integrations", api.integrations().list(&query)).await? {
         if summary
             .workspace_id
             .as_deref()
@@ -67,11 +62,7 @@ pub(super) async fn export_providers(
         workspace_id: workspace.map(str::to_string),
         ..Default::default()
     };
-    let providers = api
-        .providers()
-        .list(&query)
-        .await
-        .map_err(|e| GitopsError::api("failed to list providers", e))?;
+    let providers = listed("providers", api.providers().list(&query)).await?;
     let what = "providers: exported per workspace only (their rows do not name it)";
     let Some(workspace) = out.per_workspace(workspace, providers.len(), what) else {
         return Ok(());

@@ -3,7 +3,7 @@
 //! the export writes nothing. `configurations` read masked: they are left as the API has them
 //! and the manifest says how to manage them (a Secret and `configurationsSecretRef`).
 
-use super::{Builder, GitopsError};
+use super::{Builder, GitopsError, listed};
 use crate::api::{self, Client};
 use crate::resources::common::DeletionPolicy;
 use crate::resources::mcp_integration::{
@@ -16,12 +16,8 @@ pub(super) async fn export_mcp_integrations(
     api: &Client,
     out: &mut Builder<'_>,
 ) -> Result<(), GitopsError> {
-    let listed = api
-        .mcp_integrations()
-        .list()
-        .await
-        .map_err(|e| GitopsError::api("failed to list MCP integrations", e))?;
-    for row in listed.iter().filter(|i| i.workspace_id.is_none()) {
+    let integrations = listed("MCP integrations", api.mcp_integrations().list()).await?;
+    for row in integrations.iter().filter(|i| i.workspace_id.is_none()) {
         let what = format!("MCP integration {}", row.slug);
         let remote = api
             .mcp_integrations()

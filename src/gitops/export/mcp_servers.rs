@@ -3,7 +3,7 @@
 //! writes nothing. Per workspace only (`--workspace-id`), as providers are: a server belongs
 //! to one, and the manifest must name it.
 
-use super::{Builder, GitopsError};
+use super::{Builder, GitopsError, listed};
 use crate::api::{self, Client, McpServersListQuery};
 use crate::resources::common::DeletionPolicy;
 use crate::resources::mcp_server::{DefaultUserAccess, McpServer, McpServerSpec};
@@ -18,11 +18,7 @@ pub(super) async fn export_mcp_servers(
         workspace_id: workspace.map(str::to_string),
         ..Default::default()
     };
-    let servers = api
-        .mcp_servers()
-        .list(&query)
-        .await
-        .map_err(|e| GitopsError::api("failed to list MCP servers", e))?;
+    let servers = listed("MCP servers", api.mcp_servers().list(&query)).await?;
     let what = "MCP servers: exported per workspace only";
     let Some(workspace) = out.per_workspace(workspace, servers.len(), what) else {
         return Ok(());

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{Builder, GitopsError};
+use super::{Builder, GitopsError, listed};
 use crate::api::{self, Client, WorkspacesListQuery};
 use crate::resources::common::DeletionPolicy;
 use crate::resources::limits::{RateLimit, UsageLimits};
@@ -17,12 +17,9 @@ pub(super) async fn export_workspaces(
     api: &Client,
     out: &mut Builder<'_>,
 ) -> Result<(), GitopsError> {
-    let listed = api
-        .workspaces()
-        .list(&WorkspacesListQuery::default())
-        .await
-        .map_err(|e| GitopsError::api("failed to list workspaces", e))?;
-    for row in listed {
+    let query = WorkspacesListQuery::default();
+    let workspaces = listed("workspaces", api.workspaces().list(&query)).await?;
+    for row in workspaces {
         if row.is_default == Some(true) {
             out.export.skipped.push(format!(
                 "workspace {}: the organisation's default workspace (adopt it by hand with a Workspace whose spec.slug is {}; it is never archived)",
