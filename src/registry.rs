@@ -1,8 +1,8 @@
 //! The kinds aigw serves, in one list ([`KINDS`]). What is per kind elsewhere comes from it or
 //! is checked against it: the CRDs (`aigw crds`, `crds/`), the census, the controllers, the
 //! chart's RBAC (its templates make the rules from the CRDs' [`ROLE_ANNOTATION`] and
-//! [`OWNS_SECRETS_ANNOTATION`]; a test checks the rendering) and its README table (tests
-//! below), `hack/image.sh` (which compares the image's `aigw crds` with `crds/`), `hack/health` (which reads
+//! [`OWNS_SECRETS_ANNOTATION`]; `tests/it/chart/registry_rbac.rs` checks the rendering) and its
+//! README table (tests below), `hack/image.sh` (which compares the image's `aigw crds` with `crds/`), `hack/health` (which reads
 //! its kinds from `crds/`) and the per-kind Argo CD form (`aigw argocd-cm --per-kind`,
 //! [`crate::argocd`]).
 
@@ -465,127 +465,11 @@ mod tests {
         assert_eq!(on_disk, listed);
     }
 
-    /// The chart as `helm template` renders it (the helm of `hack/chart-check.sh`), with `sets`.
-    fn render(sets: &[&str]) -> Vec<serde_json::Value> {
-        use serde::Deserialize;
-        let mut command = std::process::Command::new("bash");
-        command.arg(root().join("hack/chart-check.sh")).args([
-            "--template",
-            "aigw",
-            "--namespace",
-            "aigw-system",
-        ]);
-        for set in sets {
-            command.args(["--set", set]);
-        }
-        let output = command.output().expect("run hack/chart-check.sh");
-        assert!(
-            output.status.success(),
-            "hack/chart-check.sh --template failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let text = String::from_utf8(output.stdout).expect("UTF-8 manifests");
-        serde_yaml::Deserializer::from_str(&text)
-            .map(|d| serde_json::Value::deserialize(d).expect("YAML from helm"))
-            .filter(|v| !v.is_null())
-            .collect()
-    }
-
-    /// The aigw-group rules of the rendered objects of `kind` (ClusterRole or Role), as
-    /// resource -> verbs, and the CRD names granted by name.
-    fn aigw_rules(
-        objects: &[serde_json::Value],
-        kind: &str,
-    ) -> (BTreeMap<String, BTreeSet<String>>, BTreeSet<String>) {
-        let mut rules = BTreeMap::<String, BTreeSet<String>>::new();
-        let mut crd_names = BTreeSet::new();
-        let strings = |v: &serde_json::Value| -> Vec<String> {
-            v.as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        };
-        for object in objects
-            .iter()
-            .filter(|o| o["kind"] == kind && !for_users(o))
-        {
-            for rule in object["rules"].as_array().into_iter().flatten() {
-                let groups = strings(&rule["apiGroups"]);
-                let resources = strings(&rule["resources"]);
-                if groups.iter().any(|g| g == GROUP) {
-                    for resource in resources {
-                        rules
-                            .entry(resource)
-                            .or_default()
-                            .extend(strings(&rule["verbs"]));
-                    }
-                } else if resources == ["customresourcedefinitions"] {
-                    crd_names.extend(strings(&rule["resourceNames"]));
-                }
-            }
-        }
-        (rules, crd_names)
-    }
-
-    /// One of the chart's roles for a namespace's people (`templates/user-roles.yaml`), which
-    /// Kubernetes aggregates into its user-facing roles: not the operator's.
-    fn for_users(object: &serde_json::Value) -> bool {
-        let labels = &object["metadata"]["labels"];
-        ["edit", "view"]
-            .iter()
-            .any(|role| labels[format!("rbac.authorization.k8s.io/aggregate-to-{role}")] == "true")
-    }
-
-    /// The user roles name exactly the registry's namespaced kinds, without any subresource.
-    #[test]
-    fn the_user_roles_grant_the_namespaced_kinds_and_no_status() {
-        let users: Vec<serde_json::Value> = render(&[]).into_iter().filter(for_users).collect();
-        assert_eq!(users.len(), 2, "an edit and a view ClusterRole");
-        let namespaced: BTreeSet<String> = KINDS
-            .iter()
-            .filter(|k| k.namespaced)
-            .map(|k| k.plural.to_string())
-            .collect();
-        for role in users {
-            let resources: BTreeSet<String> = role["rules"][0]["resources"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|r| r.as_str().map(str::to_string))
-                .collect();
-            assert_eq!(resources, namespaced, "{}", role["metadata"]["name"]);
-            assert_eq!(role["rules"].as_array().map(Vec::len), Some(1));
-        }
-    }
-
     fn expected(namespaced: bool) -> BTreeMap<String, BTreeSet<String>> {
         grants(namespaced)
             .into_iter()
             .map(|g| (g.resource, g.verbs.iter().map(|v| v.to_string()).collect()))
             .collect()
-    }
-
-    /// The chart's RBAC on the aigw group names exactly the registry's resources and
-    /// subresources with the verbs the registry gives them: cluster-wide (one ClusterRole) and
-    /// with `watchNamespaces` (the namespaced rules move to a Role per namespace).
-    #[test]
-    fn chart_rbac_grants_exactly_the_registrys_resources() {
-        let crd_names: BTreeSet<String> = KINDS.iter().map(Kind::crd_name).collect();
-
-        let cluster_wide = render(&[]);
-        let (rules, names) = aigw_rules(&cluster_wide, "ClusterRole");
-        let mut all = expected(false);
-        all.extend(expected(true));
-        assert_eq!(rules, all, "cluster-wide ClusterRole");
-        assert_eq!(names, crd_names, "the CRDs the ClusterRole may get");
-
-        let watched = render(&["watchNamespaces={team-a}"]);
-        let (rules, names) = aigw_rules(&watched, "ClusterRole");
-        assert_eq!(rules, expected(false), "ClusterRole with watchNamespaces");
-        assert_eq!(names, crd_names);
-        let (rules, _) = aigw_rules(&watched, "Role");
-        assert_eq!(rules, expected(true), "the watched namespace's Role");
     }
 
     /// The chart README's RBAC tables name, row by row, the registry's resources (a row of the
