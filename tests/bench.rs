@@ -1725,17 +1725,14 @@ impl Operator {
 
     /// What its `/metrics` answers (empty when the body cannot be read).
     async fn metrics_text(&self) -> String {
-        reqwest::get(format!("{}/metrics", self.metrics))
-            .await
-            .expect("operator /metrics")
-            .text()
+        support::metrics_text(&self.metrics)
             .await
             .unwrap_or_default()
     }
 
     /// Sum of `aigw_reconciles_total` over kinds and results.
     async fn reconciles(&self) -> f64 {
-        metric_sum(&self.metrics_text().await, "aigw_reconciles_total")
+        support::metric_sum(&self.metrics_text().await, "aigw_reconciles_total")
     }
 
     /// The mean time of one reconcile so far, in milliseconds (`aigw_reconcile_duration_seconds`,
@@ -1753,9 +1750,9 @@ impl Operator {
     /// A histogram's mean so far in milliseconds, over all its labels.
     async fn mean_ms(&self, histogram: &str) -> f64 {
         let text = self.metrics_text().await;
-        let count = metric_sum(&text, &format!("{histogram}_count"));
+        let count = support::metric_sum(&text, &format!("{histogram}_count"));
         round(
-            metric_sum(&text, &format!("{histogram}_sum")) * 1000.0 / count,
+            support::metric_sum(&text, &format!("{histogram}_sum")) * 1000.0 / count,
             1,
         )
     }
@@ -1829,13 +1826,6 @@ fn clock_ticks() -> f64 {
 }
 
 /// The sum of every sample in a Prometheus `text` whose line starts with `name` (all its labels).
-fn metric_sum(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// Whether a GET of `url` succeeds within `seconds`, asked again until then.
 async fn answers_within(http: &reqwest::Client, url: &str, seconds: u64) -> bool {
     let answered = support::wait_until(Duration::from_secs(seconds), || async {

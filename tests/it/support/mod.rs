@@ -54,6 +54,25 @@ pub fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// What the `/metrics` of the process listening at `base` (`http://host:port`) answers; panics
+/// when it does not answer, and leaves an unreadable body to the caller.
+pub async fn metrics_text(base: &str) -> reqwest::Result<String> {
+    reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap_or_else(|e| panic!("GET {base}/metrics: {e}"))
+        .text()
+        .await
+}
+
+/// The sum of the metric `name` over every label set of a `/metrics` text.
+pub fn metric_sum(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// Starts the local control plane with `hack/cluster-up.sh` (idempotent; it reuses a running
 /// one) once per test process. Panics with the script's output when it cannot start: an
 /// integration test never passes, or skips, without a real apiserver.
