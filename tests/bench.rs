@@ -107,6 +107,13 @@ async fn setup() -> (Opts, kube::Client, PathBuf) {
     (opts, kube, token_file)
 }
 
+/// [`setup`], and the emulator the bench's operators and floors talk to.
+async fn setup_with_emulator() -> (Opts, kube::Client, PathBuf, Emulator) {
+    let (opts, kube, token_file) = setup().await;
+    let emulator = Emulator::start(&opts, &token_file).await;
+    (opts, kube, token_file, emulator)
+}
+
 /// Writes `report` as `file` in the output directory, and prints it.
 fn write_report(opts: &Opts, file: &str, report: &Value) {
     let text = serde_json::to_string_pretty(report).unwrap_or_default();
@@ -118,8 +125,7 @@ fn write_report(opts: &Opts, file: &str, report: &Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench() {
-    let (opts, kube, token_file) = setup().await;
-    let emulator = Emulator::start(&opts, &token_file).await;
+    let (opts, kube, token_file, emulator) = setup_with_emulator().await;
 
     let mut floors = Vec::new();
     for floor in Floor::ALL {
@@ -194,8 +200,7 @@ async fn bench() {
 /// bash hack/cluster-up.sh`, then `KUBECONFIG=target/bench/cluster/kubeconfig`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_live() {
-    let (opts, kube, token_file) = setup().await;
-    let emulator = Emulator::start(&opts, &token_file).await;
+    let (opts, kube, token_file, emulator) = setup_with_emulator().await;
     eprintln!("== crash-safe floor, live: N={}", opts.n);
     let floor = run_floor(&opts, &kube, &emulator, Floor::CrashSafe).await;
     eprintln!("{floor}");
@@ -223,8 +228,7 @@ async fn bench_live() {
 /// `scale-N.json`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_scale() {
-    let (opts, kube, token_file) = setup().await;
-    let emulator = Emulator::start(&opts, &token_file).await;
+    let (opts, kube, token_file, emulator) = setup_with_emulator().await;
     let ns = namespace(&kube, "bench-scale").await;
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
 
@@ -654,8 +658,7 @@ where
 /// by the floor and by the operator, live and as a backlog. Writes `report-mixed-N.json`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_mixed() {
-    let (opts, kube, token_file) = setup().await;
-    let emulator = Emulator::start(&opts, &token_file).await;
+    let (opts, kube, token_file, emulator) = setup_with_emulator().await;
     let workspace = emulator.default_workspace().await;
     let n = opts.n;
     let counts: BTreeMap<&str, usize> = MIX
