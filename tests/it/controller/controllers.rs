@@ -712,9 +712,9 @@ async fn a_dry_run_reports_what_it_would_write_and_writes_nothing() {
     .await
     .expect("one WouldUpdate event per differing Config, the remote edit included");
     assert!(reported.contains("c49"), "{reported}");
-    assert!(
-        reported.contains("would update config") && reported.contains("/config/retry/attempts"),
-        "{reported}"
+    support::assert_mentions(
+        &reported,
+        &["would update config", "/config/retry/attempts"],
     );
     for n in 0..10 {
         assert!(reported.contains(&format!("c{n:02}")), "{reported}");

@@ -394,10 +394,7 @@ async fn a_leader_that_loses_its_lease_exits_non_zero() {
         "exit code {code:?} after losing the lease"
     );
     let log = std::fs::read_to_string(&operator.process.log).unwrap();
-    assert!(
-        log.contains("lost the leader lease") && log.contains("held by intruder"),
-        "{log}"
-    );
+    support::assert_mentions(&log, &["lost the leader lease", "held by intruder"]);
 
     finish(env, emulator, [operator]).await;
 }

@@ -508,10 +508,7 @@ async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
     );
     // The change still shows, its unconfirmed values hidden.
     let json = &shown[0].1;
-    assert!(
-        json.contains("team=a") && json.contains("(value hidden)"),
-        "{json}"
-    );
+    support::assert_mentions(json, &["team=a", "(value hidden)"]);
 }
 
 /// Team b's organisation integration takes its `custom_host` (a public setting) from a Secret.

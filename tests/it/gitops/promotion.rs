@@ -431,10 +431,7 @@ async fn promotion_is_validated_at_admission_naming_the_field() {
         "spec": {"name": "org pii", "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}}],
                  "promotion": {"after": [{"namespace": "dev", "name": "org-pii"}], "soak": "1h"}}});
     let message = refused(&cluster, guardrail).await;
-    assert!(
-        message.contains("spec.promotion.after") && message.contains("leave namespace out"),
-        "{message}"
-    );
+    support::assert_mentions(&message, &["spec.promotion.after", "leave namespace out"]);
     env.cleanup().await;
 }
 

@@ -321,6 +321,28 @@ where
         .unwrap_or_else(|e| panic!("failed to patch {name}: {e}"))
 }
 
+/// Merge-patches the `spec` of `name` through `api` with `spec`; the apiserver's refusal.
+pub async fn refused_patch<K>(api: &Api<K>, name: &str, spec: serde_json::Value) -> String
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let patch = Patch::Merge(serde_json::json!({"spec": spec}));
+    let patched = api.patch(name, &PatchParams::default(), &patch).await;
+    refusal(patched, format!("{spec} on {name}"))
+}
+
+/// Asserts that `text` (a condition's message, an error, an output) names each of `words`;
+/// shows it when not.
+pub fn assert_mentions(text: &str, words: &[&str]) {
+    assert!(words.iter().all(|w| text.contains(w)), "{text}");
+}
+
+/// Asserts that one of `lines` (an export's skipped objects, say) `matches`; shows them all when
+/// none does.
+pub fn assert_any(lines: &[String], matches: impl Fn(&str) -> bool) {
+    assert!(lines.iter().any(|l| matches(l)), "{lines:?}");
+}
+
 /// Whether `name` is gone from `api` within `within`.
 pub async fn gone_within<K>(api: &Api<K>, name: &str, within: Duration) -> bool
 where
