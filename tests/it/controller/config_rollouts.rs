@@ -1192,10 +1192,10 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
         "the stable Config stable is being deleted",
     )
     .await;
-    let held = h
-        .wait_for::<Config>("stable", WAIT, |c| c.stalled_with("StillReferenced"))
+    let (held, message) = h
+        .env
+        .wait_condition::<Config>("stable", WAIT, ("Stalled", "StillReferenced"))
         .await;
-    let (_, _, message) = held.condition("Stalled").unwrap();
     println!("held: {message}");
     for holder in [
         "ApiKey key-a",

@@ -132,8 +132,7 @@ async fn deleting_an_owner_and_its_claimant_together_deletes_the_object_once() {
     let h = Harness::start_two_teams("gate-claim", DRIFT, None).await;
     let dev = h.other.as_ref().unwrap();
     create::<Config>(&h.env, "routing", routing("routing")).await;
-    let owner = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
-    let slug = owner.status.unwrap().slug.unwrap();
+    let slug = h.env.ready_config_slug("routing", WAIT).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let mut claimant = routing("claimant");
     claimant["slug"] = json!(slug);
@@ -312,20 +311,11 @@ async fn a_lost_create_never_claims_another_namespaces_namesake() {
     // records it.
     tokio::time::sleep(Duration::from_secs(6)).await;
     create::<Config>(other, "twin", routing("twin")).await;
-    let theirs = other
-        .wait_for::<Config>("twin", WAIT, |c| c.ready())
-        .await
-        .status
-        .unwrap()
-        .slug
-        .unwrap();
+    let theirs = other.ready_config_slug("twin", WAIT).await;
     let ours = h
-        .wait_for::<Config>("twin", Duration::from_secs(90), |c| c.ready())
-        .await
-        .status
-        .unwrap()
-        .slug
-        .unwrap();
+        .env
+        .ready_config_slug("twin", Duration::from_secs(90))
+        .await;
     assert_ne!(ours, theirs, "each namespace has its own config");
     let configs = h.state().await["configs"].as_array().cloned().unwrap();
     assert_eq!(configs.len(), 2, "{configs:?}");

@@ -245,17 +245,9 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
     .await;
 
     // The reference cannot go while the Integration maps it: it says who, and waits.
-    api(&h)
-        .delete(&reference, &Default::default())
-        .await
-        .unwrap();
-    let message = h
-        .cluster_condition_message::<SecretReference>("vault", WAIT, ("Ready", "StillReferenced"))
+    let holder = format!("Integration {integration}");
+    h.delete_waits_for::<SecretReference>("vault", &holder)
         .await;
-    assert!(
-        message.contains(&format!("Integration {integration}")),
-        "{message}"
-    );
     assert_eq!(
         h.count(SECRET_REFERENCE_DELETE).await,
         0,

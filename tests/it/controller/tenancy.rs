@@ -43,8 +43,7 @@ async fn a_second_claim_on_a_config_writes_nothing_and_takes_over_only_when_the_
     let mut prod_spec = routing("prod-routing");
     prod_spec["deletionPolicy"] = "Orphan".into();
     create::<Config>(&h.env, "routing", prod_spec).await;
-    let prod = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
-    let slug = prod.status.unwrap().slug.unwrap();
+    let slug = h.env.ready_config_slug("routing", WAIT).await;
     let owner_document = remote_config(&h, &slug).await.unwrap()["config"].clone();
     // Creation times have one-second resolution; a tie would be broken by uid.
     tokio::time::sleep(Duration::from_millis(1100)).await;

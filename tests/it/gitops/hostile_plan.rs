@@ -143,10 +143,7 @@ async fn plan_shows_no_value_of_a_remote_config_the_manifest_does_not_hold() {
         "secretRefs": [{"path": "/targets/0/custom_host",
                         "secretKeyRef": {"name": "upstream", "key": "host"}}]});
     support::objects::create::<Config>(team_b, "victim", victim).await;
-    let ready = team_b
-        .wait_for::<Config>("victim", WAIT, |c| c.ready())
-        .await;
-    let slug = ready.status.unwrap().slug.unwrap();
+    let slug = team_b.ready_config_slug("victim", WAIT).await;
 
     let dir = tempfile::tempdir().unwrap();
     let token = token_file(dir.path());

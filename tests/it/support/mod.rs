@@ -666,6 +666,33 @@ impl TestEnv {
         }
     }
 
+    /// Waits until `name` is Ready with `value` of it (a version, an id) there and no longer
+    /// `old`; the object as it is then.
+    pub async fn ready_with_new<K>(
+        &self,
+        name: &str,
+        within: Duration,
+        old: &str,
+        value: impl Fn(&K) -> Option<&str>,
+    ) -> K
+    where
+        K: NamespacedKind + objects::Conditions,
+    {
+        let renewed = |o: &K| o.ready() && value(o).is_some_and(|now| now != old);
+        self.wait_for::<K>(name, within, renewed).await
+    }
+
+    /// The slug of the Config `name` once it is Ready, within `within`.
+    pub async fn ready_config_slug(&self, name: &str, within: Duration) -> String {
+        let ready = self
+            .wait_for::<aigw::resources::Config>(name, within, objects::Conditions::ready)
+            .await;
+        ready
+            .status
+            .and_then(|s| s.slug)
+            .expect("a Ready Config has a slug")
+    }
+
     /// Deletes the object `name` of kind `K` (its finalizers may keep it a while).
     pub async fn delete<K: NamespacedKind>(&self, name: &str) {
         self.api::<K>()
@@ -685,10 +712,27 @@ impl TestEnv {
     where
         K: NamespacedKind + objects::Conditions,
     {
+        let (_, message) = self
+            .wait_condition::<K>(name, timeout, (type_, reason))
+            .await;
+        message
+    }
+
+    /// [`Self::condition_message`], with the object as it was then.
+    pub async fn wait_condition<K>(
+        &self,
+        name: &str,
+        timeout: Duration,
+        (type_, reason): (&str, &str),
+    ) -> (K, String)
+    where
+        K: NamespacedKind + objects::Conditions,
+    {
         let object = self
             .wait_for::<K>(name, timeout, |o| o.says((type_, reason)))
             .await;
-        object.condition(type_).unwrap().2
+        let message = object.condition(type_).unwrap().2;
+        (object, message)
     }
 
     /// Deletes the named object and waits until it is gone (its finalizer has run); on timeout,
