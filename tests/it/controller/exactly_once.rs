@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use support::NamespacedKind;
 use support::endpoints::{CONFIG_POST, DEPLOYMENT_POST, DEPLOYMENT_PUT};
 use support::harness::{CallWindows, Harness};
-use support::objects::{Conditions, Rotates, create, gateway, limits, routing};
+use support::objects::{Conditions, Rotates, create, gateway, limits, rotating_gateway, routing};
 use support::proxy::{Received, json_answer, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -212,8 +212,7 @@ async fn an_adopted_object_that_comes_into_scope_recovers_without_a_spec_change(
 #[tokio::test]
 async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
     let h = Harness::start_with("eo-rotate", Duration::from_secs(2)).await;
-    let mut spec = gateway("gw-rotate", "rot-creds");
-    spec["rotation"] = json!({"trigger": "a"});
+    let spec = rotating_gateway("gw-rotate", "rot-creds", "a");
     let deployments = h.env.api::<Deployment>();
     create::<Deployment>(&h.env, "rot", spec).await;
     let ready = h.wait_for::<Deployment>("rot", WAIT, |d| d.ready()).await;

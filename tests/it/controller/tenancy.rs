@@ -11,7 +11,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use support::endpoints::CONFIG_DELETE;
 use support::harness::{Harness, Installation};
-use support::objects::{Conditions, Rotates, create, gateway, limits, routing};
+use support::objects::{Conditions, Rotates, create, gateway, limits, rotating_gateway, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(1);
@@ -125,16 +125,14 @@ async fn a_second_claim_on_a_policy_is_stalled() {
 async fn only_the_owner_rotates_a_shared_deployment() {
     let h = Harness::start_two_teams("ten-deploy", DRIFT, None).await;
     let dev = h.other.as_ref().unwrap();
-    let mut owner_spec = gateway("shared-gw", "owner-creds");
-    owner_spec["rotation"] = json!({"trigger": "1"});
+    let owner_spec = rotating_gateway("shared-gw", "owner-creds", "1");
     let owners = h.env.api::<Deployment>();
     create::<Deployment>(&h.env, "gw", owner_spec).await;
     let owner = h.wait_for::<Deployment>("gw", WAIT, |d| d.ready()).await;
     let id = owner.status.unwrap().id.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let mut intruder_spec = gateway("shared-gw", "stolen-creds");
+    let mut intruder_spec = rotating_gateway("shared-gw", "stolen-creds", "x");
     intruder_spec["deploymentId"] = json!(id);
-    intruder_spec["rotation"] = json!({"trigger": "x"});
     let intruders = dev.api::<Deployment>();
     create::<Deployment>(dev, "gw", intruder_spec).await;
     dev.wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("AlreadyManaged"))

@@ -94,6 +94,13 @@ pub fn gateway(name: &str, secret: &str) -> Value {
     json!({"name": name, "type": "non_production", "credentialsSecretRef": {"name": secret}})
 }
 
+/// [`gateway`], rotated on demand: each new `trigger` rotates its credentials.
+pub fn rotating_gateway(name: &str, secret: &str, trigger: &str) -> Value {
+    let mut spec = gateway(name, secret);
+    spec["rotation"] = json!({ "trigger": trigger });
+    spec
+}
+
 /// The spec of an McpServer: the server `name` in `workspace`, of the McpIntegration resource
 /// `integration`, its slug `slug` when given.
 pub fn mcp_server(slug: Option<&str>, name: &str, workspace: &str, integration: &str) -> Value {
