@@ -455,7 +455,7 @@ async fn a_create_never_leaves_after_its_intents_window() {
 /// (`normalise`), as a real server may return `conditions` and `group_by`.
 #[tokio::test]
 async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
-    const POST: &str = "POST /ai_gw/v2/policies/usage-limits";
+    use support::endpoints::USAGE_LIMITS_POST as POST;
     // Lists miss the new policy for 20 s: the lookup cannot find it before the edit. The
     // default 30 s settle time covers that lag, a test's shortened one does not.
     let h = Harness::start_with("eo-unnamed", Duration::from_secs(2))
