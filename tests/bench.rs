@@ -107,6 +107,13 @@ async fn setup() -> (Opts, kube::Client, PathBuf) {
     (opts, kube, token_file)
 }
 
+/// [`setup`], and the emulator the bench's operators and floors talk to.
+async fn setup_with_emulator() -> (Opts, kube::Client, PathBuf, Emulator) {
+    let (opts, kube, token_file) = setup().await;
+    let emulator = Emulator::start(&opts, &token_file).await;
+    (opts, kube, token_file, emulator)
+}
+
 /// Writes `report` as `file` in the output directory, and prints it.
 fn write_report(opts: &Opts, file: &str, report: &Value) {
     let text = serde_json::to_string_pretty(report).unwrap_or_default();
@@ -118,8 +125,7 @@ fn write_report(opts: &Opts, file: &str, report: &Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench() {
-    let (opts, kube, token_file) = setup().await;
-    let emulator = Emulator::start(&opts, &token_file).await;
+    let (opts, kube, token_file, emulator) = setup_with_emulator().await;
 
     let mut floors = Vec::new();
     for floor in Floor::ALL {
@@ -194,8 +200,7 @@ async fn bench() {
 /// bash hack/cluster-up.sh`, then `KUBECONFIG=target/bench/cluster/kubeconfig`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_live() {
-    let (opts, kube, token_file) = setup().await;
-    let emulator = Emulator::start(&opts, &token_file).await;
+    let (opts, kube, token_file, emulator) = setup_with_emulator().await;
     eprintln!("== crash-safe floor, live: N={}", opts.n);
     let floor = run_floor(&opts, &kube, &emulator, Floor::CrashSafe).await;
     eprintln!("{floor}");
@@ -223,8 +228,7 @@ async fn bench_live() {
 /// `scale-N.json`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_scale() {
-    let (opts, kube, token_file) = setup().await;
-    let emulator = Emulator::start(&opts, &token_file).await;
+    let (opts, kube, token_file, emulator) = setup_with_emulator().await;
     let ns = namespace(&kube, "bench-scale").await;
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
 
@@ -654,8 +658,7 @@ where
 /// by the floor and by the operator, live and as a backlog. Writes `report-mixed-N.json`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_mixed() {
-    let (opts, kube, token_file) = setup().await;
-    let emulator = Emulator::start(&opts, &token_file).await;
+    let (opts, kube, token_file, emulator) = setup_with_emulator().await;
     let workspace = emulator.default_workspace().await;
     let n = opts.n;
     let counts: BTreeMap<&str, usize> = MIX
@@ -1725,17 +1728,14 @@ impl Operator {
 
     /// What its `/metrics` answers (empty when the body cannot be read).
     async fn metrics_text(&self) -> String {
-        reqwest::get(format!("{}/metrics", self.metrics))
-            .await
-            .expect("operator /metrics")
-            .text()
+        support::metrics_text(&self.metrics)
             .await
             .unwrap_or_default()
     }
 
     /// Sum of `aigw_reconciles_total` over kinds and results.
     async fn reconciles(&self) -> f64 {
-        metric_sum(&self.metrics_text().await, "aigw_reconciles_total")
+        support::metric_sum(&self.metrics_text().await, "aigw_reconciles_total")
     }
 
     /// The mean time of one reconcile so far, in milliseconds (`aigw_reconcile_duration_seconds`,
@@ -1753,9 +1753,9 @@ impl Operator {
     /// A histogram's mean so far in milliseconds, over all its labels.
     async fn mean_ms(&self, histogram: &str) -> f64 {
         let text = self.metrics_text().await;
-        let count = metric_sum(&text, &format!("{histogram}_count"));
+        let count = support::metric_sum(&text, &format!("{histogram}_count"));
         round(
-            metric_sum(&text, &format!("{histogram}_sum")) * 1000.0 / count,
+            support::metric_sum(&text, &format!("{histogram}_sum")) * 1000.0 / count,
             1,
         )
     }
@@ -1829,13 +1829,6 @@ fn clock_ticks() -> f64 {
 }
 
 /// The sum of every sample in a Prometheus `text` whose line starts with `name` (all its labels).
-fn metric_sum(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// Whether a GET of `url` succeeds within `seconds`, asked again until then.
 async fn answers_within(http: &reqwest::Client, url: &str, seconds: u64) -> bool {
     let answered = support::wait_until(Duration::from_secs(seconds), || async {

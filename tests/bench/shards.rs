@@ -159,8 +159,7 @@ async fn replica_figures(operators: &[Operator], n: f64) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_shards() {
     let replicas: usize = support::env_or("BENCH_REPLICAS", 3);
-    let (opts, kube, token_file) = setup().await;
-    let emulator = Emulator::start(&opts, &token_file).await;
+    let (opts, kube, token_file, emulator) = setup_with_emulator().await;
     let mut namespaces = Vec::new();
     for _ in 0..NAMESPACES {
         namespaces.push(namespace(&kube, "bench-shard").await);

@@ -6,14 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::emu::{ClientEnv, TOKEN, key_transition_options};
+use crate::support::objects::{USER_ID, WS_A};
 use aigw::api::{
     ApiError, ApiKeyDefaults, ApiKeyKind, ApiKeysListQuery, Client, CreateApiKeyRequest,
     RequestObserver, RotateApiKeyRequest, UpdateApiKeyRequest,
 };
 use serde_json::{Value, json};
 
-const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
-const USER_ID: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
 /// Caps transitions well above how long these tests take, so an old key is still live when checked.
 const TRANSITION: Duration = Duration::from_secs(60);
 
@@ -63,7 +62,7 @@ fn request(name: &str) -> CreateApiKeyRequest {
         name: name.into(),
         scopes: vec!["completions.write".into()],
         key_type: Some("workspace".into()),
-        workspace_id: Some(WORKSPACE.into()),
+        workspace_id: Some(WS_A.into()),
         organisation_id: Some("1234567890".into()),
         ..Default::default()
     }
@@ -238,7 +237,7 @@ async fn api_keys_through_the_cli_print_the_value_only_on_create_and_rotate() {
     let env = ClientEnv::with_long_transitions().await;
     let body = tempfile::NamedTempFile::new().expect("body file");
     let create = json!({"name": "cli", "scopes": ["completions.write"], "user_id": USER_ID,
-                        "workspace_id": WORKSPACE, "type": "user"});
+                        "workspace_id": WS_A, "type": "user"});
     std::fs::write(body.path(), create.to_string()).unwrap();
     let file = body.path().display().to_string();
     let run = |args: Vec<String>| {

@@ -363,11 +363,7 @@ async fn deployment_read_shape_update_and_archive() {
         .await;
     assert_ab(&error, "AB01", "name");
 
-    let response = emu
-        .call(Method::DELETE, &path)
-        .send()
-        .await
-        .expect("delete");
+    let response = emu.answer(Method::DELETE, &path).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert!(
         response.bytes().await.expect("body").is_empty(),
@@ -706,11 +702,7 @@ async fn rate_limit_fault_answers_429_with_retry_after() {
     emu.faults(json!({"rate_limit_qps": 1.0})).await;
     let (first, _) = emu.get("/ai_gw/v2/configs").await;
     assert_eq!(first, StatusCode::OK);
-    let response = emu
-        .call(Method::GET, "/ai_gw/v2/configs")
-        .send()
-        .await
-        .expect("request");
+    let response = emu.answer(Method::GET, "/ai_gw/v2/configs").await;
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     let retry_after: u64 = response
         .headers()
@@ -1147,9 +1139,7 @@ async fn generated_guardrails_page_by_the_thousand_and_resolve_by_slug_and_id() 
     let id = text(&by_slug["id"]);
     let (_, by_id) = emu.get(&format!("/ai_gw/admin/v2/guardrails/{id}")).await;
     assert_eq!(by_id["slug"], "pg-gen-001234");
-    let (again, _) = emu
-        .control(Method::POST, "/_emulator/seed", Some(seed))
-        .await;
+    let (again, _) = emu.seed(seed).await;
     assert_eq!(again, StatusCode::BAD_REQUEST, "slugs stay unique");
     let (_, default_page) = emu.get("/ai_gw/v2/guardrails").await;
     assert_eq!(default_page["data"].as_array().map(Vec::len), Some(100));

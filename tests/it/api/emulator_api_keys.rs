@@ -9,12 +9,10 @@ use crate::support;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use support::emu::{Emu, TOKEN, assert_ab, key_transition_options, text};
+use support::objects::{USER_ID, WS_A, WS_B};
 
 const SERVICE: &str = "/ai_gw/v2/api-keys/service";
 const USER: &str = "/ai_gw/v2/api-keys/user";
-const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
-const OTHER_WORKSPACE: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
-const USER_ID: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
 /// The numeric TSG id writes carry as `organisation_id`.
 const TSG: &str = "1234567890";
 /// How long a rotation's old key keeps working in these tests.
@@ -59,12 +57,12 @@ fn rows(list: &Value) -> usize {
 }
 
 fn service_key(name: &str) -> Value {
-    json!({"name": name, "scopes": ["completions.write"], "workspace_id": WORKSPACE,
+    json!({"name": name, "scopes": ["completions.write"], "workspace_id": WS_A,
            "organisation_id": TSG, "type": "workspace"})
 }
 
 fn user_key(name: &str) -> Value {
-    json!({"name": name, "scopes": ["completions.write"], "workspace_id": WORKSPACE,
+    json!({"name": name, "scopes": ["completions.write"], "workspace_id": WS_A,
            "user_id": USER_ID, "type": "user"})
 }
 
@@ -135,7 +133,7 @@ async fn create_validates_and_reads_back_the_masked_live_shape() {
         "a UUID, not the TSG"
     );
     assert_eq!(read["type"], "workspace-service");
-    assert_eq!(read["workspace_id"], WORKSPACE);
+    assert_eq!(read["workspace_id"], WS_A);
     assert!(read["user_id"].is_null());
     assert_eq!(read["expiry_enforced"], 1);
     assert_eq!(read["allow_config_override"], 0);
@@ -200,7 +198,7 @@ async fn lists_filter_by_workspace_and_page() {
         emu.create(SERVICE, service_key(&format!("k{n}"))).await;
     }
     let mut elsewhere = service_key("elsewhere");
-    elsewhere["workspace_id"] = json!(OTHER_WORKSPACE);
+    elsewhere["workspace_id"] = json!(WS_B);
     emu.create(SERVICE, elsewhere).await;
     emu.create(USER, user_key("u")).await;
 
@@ -217,13 +215,11 @@ async fn lists_filter_by_workspace_and_page() {
             .iter()
             .all(|row| row["key"] == "****")
     );
-    let (_, mine) = emu
-        .get(&format!("{SERVICE}?workspace_id={WORKSPACE}"))
-        .await;
+    let (_, mine) = emu.get(&format!("{SERVICE}?workspace_id={WS_A}")).await;
     assert_eq!((mine["total"].clone(), rows(&mine)), (json!(3), 3));
     let (_, page) = emu
         .get(&format!(
-            "{SERVICE}?workspace_id={WORKSPACE}&page_size=2&current_page=1"
+            "{SERVICE}?workspace_id={WS_A}&page_size=2&current_page=1"
         ))
         .await;
     assert_eq!((page["total"].clone(), rows(&page)), (json!(3), 1));
@@ -257,7 +253,7 @@ async fn update_answers_empty_object_and_refuses_fixed_fields() {
     }
     for (field, value) in [
         ("type", json!("workspace")),
-        ("workspace_id", json!(OTHER_WORKSPACE)),
+        ("workspace_id", json!(WS_B)),
         ("user_id", json!(USER_ID)),
         ("organisation_id", json!(TSG)),
         ("key", json!("ak-mine")),
@@ -424,11 +420,7 @@ async fn rotation_keeps_the_old_key_live_until_the_transition_ends() {
     assert_eq!(emu.dumped(&path).await["previous_keys"], json!([]));
 
     // No body: the default period (capped the same way).
-    let response = emu
-        .call(Method::POST, &rotate)
-        .send()
-        .await
-        .expect("rotate");
+    let response = emu.answer(Method::POST, &rotate).await;
     assert_eq!(response.status(), StatusCode::OK);
     let third: Value = response.json().await.expect("receipt");
     assert_ne!(third["key"], json!(second));
@@ -441,14 +433,12 @@ async fn seeded_keys_keep_their_values_and_show_in_state() {
     let ahead = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
     let seed = json!({"api_keys": [
         {"id": "5d1c3b2a-1e2f-4a3b-9c4d-5e6f7a8b9c0d", "name": "seeded", "type": "workspace-user",
-         "user_id": USER_ID, "workspace_id": WORKSPACE, "scopes": ["mcp.invoke"], "key": "ak-seeded",
+         "user_id": USER_ID, "workspace_id": WS_A, "scopes": ["mcp.invoke"], "key": "ak-seeded",
          "rotations": 2, "expiry_enforced": 0,
          "previous_keys": [{"key": "ak-older", "key_transition_expires_at": ahead.to_string()}]},
         {"name": "masked", "key": "****", "scopes": ["completions.write"]},
     ]});
-    let (status, answer) = emu
-        .control(Method::POST, "/_emulator/seed", Some(seed))
-        .await;
+    let (status, answer) = emu.seed(seed).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     let seeded = &answer["api_keys"];
     assert_eq!(seeded[0]["key"], "ak-seeded");

@@ -42,11 +42,7 @@ impl Emu {
             })
             .collect();
         let (status, body) = self
-            .control(
-                Method::POST,
-                "/_emulator/seed",
-                Some(json!({"configs": configs, "api_keys": keys})),
-            )
+            .seed(json!({"configs": configs, "api_keys": keys}))
             .await;
         assert_eq!(status, StatusCode::OK, "{body}");
     }
@@ -279,13 +275,9 @@ async fn keys_are_checked_and_a_config_change_reroutes_at_once() {
         .map(|w| w["slug"].clone())
         .expect("the default workspace");
     let (status, _) = emu
-        .control(
-            Method::POST,
-            "/_emulator/seed",
-            Some(
-                json!({"api_keys": [{"key": "ak-by-uuid", "workspace_id": default_workspace,
+        .seed(
+            json!({"api_keys": [{"key": "ak-by-uuid", "workspace_id": default_workspace,
                                       "defaults": {"config_id": "pc-a"}}]}),
-            ),
         )
         .await;
     assert_eq!(status, StatusCode::OK);

@@ -85,14 +85,11 @@ async fn integrations_are_written_once_and_read_masked() {
     assert_ab01(status, &error, "already exists");
 
     let id = text(&receipt["id"]);
-    for key in [id.as_str(), "openai-prod"] {
-        let (status, read) = emu.get(&format!("{INTEGRATIONS}/{key}")).await;
-        assert_eq!(status, StatusCode::OK, "{read}");
-        let shown = read.to_string();
-        assert!(
-            !shown.contains(KEY) && !shown.contains(AWS_SECRET),
-            "{shown}"
-        );
+    let keys = [id.as_str(), "openai-prod"];
+    for read in emu
+        .read_by_each(INTEGRATIONS, keys, &[KEY, AWS_SECRET])
+        .await
+    {
         assert_eq!(read["masked_key"], "****9Vz4");
         assert_eq!(read["configurations"]["aws_region"], "eu-west-1");
         assert_eq!(
@@ -395,15 +392,11 @@ async fn a_workspace_scoped_create_makes_a_default_provider_unless_refused_and_s
         "integrations": [{"slug": "seeded", "name": "Seeded", "key": "sk-seeded-1234567890",
                           "workspaces": [{"id": WS_B, "enabled": true}]}],
     });
-    let (status, answer) = emu
-        .control(Method::POST, "/_emulator/seed", Some(seed))
-        .await;
+    let (status, answer) = emu.seed(seed).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     let seeded_id = text(&answer["integrations"][0]["id"]);
     let seed = json!({"providers": [{"slug": "seeded-p", "integration_id": seeded_id, "workspace_id": WS_B}]});
-    let (status, _) = emu
-        .control(Method::POST, "/_emulator/seed", Some(seed))
-        .await;
+    let (status, _) = emu.seed(seed).await;
     assert_eq!(status, StatusCode::OK);
     let (_, read) = emu.get(&format!("{PROVIDERS}/seeded-p")).await;
     assert_eq!(read["key"], "sk-seeded-1234567890");

@@ -302,11 +302,7 @@ async fn a_guardrail_mapping_sync_replaces_the_whole_set() {
     let emu = Emu::start().await;
     let (workspace_id, _) = emu.default_workspace().await;
     let (_, seeded) = emu
-        .control(
-            Method::POST,
-            "/_emulator/seed",
-            Some(json!({"guardrails": [{"name": "pii", "workspace_id": workspace_id}]})),
-        )
+        .seed(json!({"guardrails": [{"name": "pii", "workspace_id": workspace_id}]}))
         .await;
     let guardrail = text(&seeded["guardrails"][0]["id"]);
     emu.post(MCP, linear()).await;
@@ -426,31 +422,23 @@ async fn seeded_references_integrations_and_servers_read_like_made_ones() {
     let (workspace_id, _) = emu.default_workspace().await;
     emu.faults(json!({"list_lag_ms": 60_000})).await;
     let (status, seeded) = emu
-        .control(
-            Method::POST,
-            "/_emulator/seed",
-            Some(json!({
-                "secret_references": [{"name": "console ref", "slug": "console-ref",
-                    "manager_type": "azure_kv",
-                    "auth_config": {"azure_auth_mode": "entra", "azure_entra_tenant_id": "t",
-                                    "azure_entra_client_id": "c", "azure_vault_url": "https://kv",
-                                    "azure_entra_client_secret": CLIENT_SECRET}}],
-                "mcp_integrations": [{"name": "Console MCP", "slug": "console-mcp",
-                    "configurations": {"client_secret": CLIENT_SECRET},
-                    "workspaces": [{"id": workspace_id, "enabled": true}], "tools": ["search"]}],
-            })),
-        )
+        .seed(json!({
+            "secret_references": [{"name": "console ref", "slug": "console-ref",
+                "manager_type": "azure_kv",
+                "auth_config": {"azure_auth_mode": "entra", "azure_entra_tenant_id": "t",
+                                "azure_entra_client_id": "c", "azure_vault_url": "https://kv",
+                                "azure_entra_client_secret": CLIENT_SECRET}}],
+            "mcp_integrations": [{"name": "Console MCP", "slug": "console-mcp",
+                "configurations": {"client_secret": CLIENT_SECRET},
+                "workspaces": [{"id": workspace_id, "enabled": true}], "tools": ["search"]}],
+        }))
         .await;
     assert_eq!(status, StatusCode::OK, "{seeded}");
     let integration = text(&seeded["mcp_integrations"][0]["id"]);
     let (status, servers) = emu
-        .control(
-            Method::POST,
-            "/_emulator/seed",
-            Some(
-                json!({"mcp_servers": [{"name": "console server", "slug": "console-server",
+        .seed(
+            json!({"mcp_servers": [{"name": "console server", "slug": "console-server",
                 "mcp_integration_id": integration, "workspace_id": workspace_id}]}),
-            ),
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{servers}");
@@ -476,11 +464,7 @@ async fn seeded_references_integrations_and_servers_read_like_made_ones() {
     assert_eq!(list["data"][0]["mcp_integration_slug"], "console-mcp");
 
     let (status, error) = emu
-        .control(
-            Method::POST,
-            "/_emulator/seed",
-            Some(json!({"secret_references": [{"slug": "console-ref"}]})),
-        )
+        .seed(json!({"secret_references": [{"slug": "console-ref"}]}))
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
 }

@@ -498,9 +498,7 @@ async fn seeded_policies_take_read_shapes_and_show_in_state() {
          "conditions": [{"key": "api_key", "value": "k"}], "group_by": [{"key": "api_key"}],
          "value_key_usage_map": {"key-2": {"current_usage": 3, "status": "active"}}},
     ]});
-    let (status, created) = emu
-        .control(Method::POST, "/_emulator/seed", Some(seed))
-        .await;
+    let (status, created) = emu.seed(seed).await;
     assert_eq!(status, StatusCode::OK, "{created}");
     assert_eq!(created["usage_limits"][0], json!({"id": id}));
     let archived = text(&created["usage_limits"][1]["id"]);
@@ -527,11 +525,7 @@ async fn seeded_policies_take_read_shapes_and_show_in_state() {
     assert_eq!(policies[1]["status"], "archived");
 
     let (status, error) = emu
-        .control(
-            Method::POST,
-            "/_emulator/seed",
-            Some(json!({"usage_limits": [{"type": "requests"}]})),
-        )
+        .seed(json!({"usage_limits": [{"type": "requests"}]}))
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
 
@@ -546,8 +540,7 @@ async fn lists_lag_and_reads_normalise_like_rate_limits() {
     let emu = Emu::start().await;
     let seed = json!({"usage_limits": [{"type": "cost", "conditions": [{"key": "api_key", "value": "k"}],
                                         "group_by": [{"key": "api_key"}]}]});
-    emu.control(Method::POST, "/_emulator/seed", Some(seed))
-        .await;
+    emu.seed(seed).await;
     emu.faults(json!({"list_lag_ms": 60_000})).await;
     let path = emu.create_policy(budget(json!(10.0))).await;
     let (_, list) = emu.get(BASE).await;

@@ -330,18 +330,14 @@ async fn delete_archives_and_the_default_workspace_refuses() {
 async fn seeded_workspaces_and_scopes_behave_like_made_ones() {
     let emu = Emu::start().await;
     let (status, seeded) = emu
-        .control(
-            Method::POST,
-            "/_emulator/seed",
-            Some(json!({
-                "scopes": [{"name": "ws_old_aaaaaa", "resources": [
-                    {"resource_type": "workspace", "resource_id": "ws-old-111111"}]}],
-                "workspaces": [
-                    {"name": "Old", "slug": "ws-old-111111", "scope_name": "ws_old_aaaaaa"},
-                    {"name": "Gone", "slug": "ws-gone-222222", "status": "archived"},
-                ],
-            })),
-        )
+        .seed(json!({
+            "scopes": [{"name": "ws_old_aaaaaa", "resources": [
+                {"resource_type": "workspace", "resource_id": "ws-old-111111"}]}],
+            "workspaces": [
+                {"name": "Old", "slug": "ws-old-111111", "scope_name": "ws_old_aaaaaa"},
+                {"name": "Gone", "slug": "ws-gone-222222", "status": "archived"},
+            ],
+        }))
         .await;
     assert_eq!(status, StatusCode::OK, "{seeded}");
     assert_eq!(seeded["scopes"][0]["name"], "ws_old_aaaaaa");
@@ -379,11 +375,7 @@ async fn families_the_api_does_not_serve_answer_the_opa_denial() {
         (Method::PUT, "/ai_gw/v2/model-configs/pricing/openai/gpt-4o"),
     ];
     for (method, path) in probes {
-        let response = emu
-            .call(method.clone(), path)
-            .send()
-            .await
-            .expect("request");
+        let response = emu.answer(method.clone(), path).await;
         assert_eq!(response.status(), StatusCode::FORBIDDEN, "{method} {path}");
         assert_eq!(
             response

@@ -124,14 +124,9 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
     let exported = aigw::gitops::export::export(&client, &Default::default())
         .await
         .unwrap();
-    assert!(
-        exported
-            .skipped
-            .iter()
-            .any(|s| s.starts_with("secret reference openai-key: ")),
-        "{:?}",
-        exported.skipped
-    );
+    crate::support::assert_any(&exported.skipped, |s| {
+        s.starts_with("secret reference openai-key: ")
+    });
     assert!(!format!("{:?}", exported.skipped).contains(AWS_SECRET));
     assert!(
         exported

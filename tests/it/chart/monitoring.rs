@@ -24,7 +24,7 @@ use promql_parser::parser::{self, Expr};
 use promql_parser::util::{ExprVisitor, walk_expr};
 use serde_json::{Value, json};
 use support::harness::Harness;
-use support::objects::{Conditions, create, gateway, routing};
+use support::objects::{Conditions, create, rotating_gateway, routing};
 use support::repo_root;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -414,8 +414,7 @@ async fn metrics_count_stalled_resources_and_rotations_due_by_kind() {
     create::<Config>(&h.env, "mon-ready-cfg", routing("mon-ready-cfg")).await;
     // A blank name: refused before any call, Stalled until the spec changes.
     create::<Config>(&h.env, "mon-blank-cfg", routing("   ")).await;
-    let mut spec = gateway("mon-edge-gw", "mon-edge-gw-creds");
-    spec["rotation"] = json!({"trigger": "a"});
+    let spec = rotating_gateway("mon-edge-gw", "mon-edge-gw-creds", "a");
     create::<Deployment>(&h.env, "mon-edge-gw", spec).await;
     h.wait_for::<Config>("mon-ready-cfg", WAIT, |c| c.ready())
         .await;

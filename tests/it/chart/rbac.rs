@@ -647,10 +647,7 @@ async fn a_namespace_editor_writes_specs_but_never_status() {
     assert_eq!(roles.len(), 2, "an edit and a view ClusterRole");
     for role in &roles {
         let rules = serde_json::to_string(&role.data["rules"]).unwrap();
-        assert!(
-            rules.contains("configs") && rules.contains("apikeys"),
-            "{rules}"
-        );
+        support::assert_mentions(&rules, &["configs", "apikeys"]);
         assert!(!rules.contains('/') && !rules.contains('*'), "{rules}");
     }
     for (who, role) in [("editor", "edit"), ("viewer", "view")] {

@@ -121,9 +121,7 @@ async fn an_api_key_is_delivered_into_its_secret_and_kept_in_line_without_idle_w
     );
 
     // Steady state across several drift passes: no write.
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    h.assert_no_write_over(Duration::from_secs(4)).await;
 
     // A change: one PUT of the changed fields only, no rotation.
     h.env
@@ -257,17 +255,9 @@ async fn a_server_side_rotation_policy_is_refused_at_admission_saying_why() {
 
     // kind is fixed once created.
     create(&h, "fixed", service_key("fixed", json!({}))).await;
-    let changed = h
-        .env
-        .api::<ApiKey>()
-        .patch(
-            "fixed",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"kind": "user", "userId": "6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b"}})),
-        )
-        .await
-        .expect_err("kind is immutable");
-    assert!(changed.to_string().contains("immutable"), "{changed}");
+    let user = json!({"kind": "user", "userId": "6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b"});
+    let changed = support::refused_patch(&h.env.api::<ApiKey>(), "fixed", user).await;
+    assert!(changed.contains("immutable"), "{changed}");
     h.stop().await;
 }
 
@@ -606,13 +596,8 @@ async fn a_key_deleted_outside_aigw_is_created_again_into_the_secret() {
         "the old key is gone"
     );
     let again = h
-        .wait_for::<ApiKey>("gone", WAIT, |k| {
-            ready(k)
-                && k.status
-                    .as_ref()
-                    .and_then(|s| s.id.as_deref())
-                    .is_some_and(|now| now != id)
-        })
+        .env
+        .ready_with_new::<ApiKey>("gone", WAIT, &id, |k| k.status.as_ref()?.id.as_deref())
         .await;
     let new_id = again.status.unwrap().id.unwrap();
     let keys = remote_keys(&h).await;
@@ -838,9 +823,8 @@ async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
         .await;
     let (_, _, message) = observed.condition("Drifted").unwrap();
     assert!(message.contains("description"), "{message}");
-    h.reset_stats().await;
-    tokio::time::sleep(drift * 3 + Duration::from_millis(500)).await;
-    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    h.assert_no_write_over(drift * 3 + Duration::from_millis(500))
+        .await;
     assert_eq!(remote(&h, &id).await["rotations"], 1);
 
     patch(json!({"spec": {"managementPolicy": "Full"}})).await;

@@ -209,14 +209,11 @@ async fn a_missing_key_names_the_secret_and_the_key() {
     let spec = json!({"name": "routing", "config": {"provider": "openai"},
         "secretRefs": [{"path": "/api_key", "secretKeyRef": {"name": "keys", "key": "api_key"}}]});
     support::create(&h.env.api(), &config("routing", spec)).await;
-    let broken = h
-        .wait_for::<Config>("routing", WAIT, |c| c.not_ready_with("SecretKeyNotFound"))
+    let (broken, message) = h
+        .env
+        .wait_condition::<Config>("routing", WAIT, ("Ready", "SecretKeyNotFound"))
         .await;
-    let (_, _, message) = broken.condition("Ready").unwrap();
-    assert!(
-        message.contains("keys") && message.contains("api_key"),
-        "{message}"
-    );
+    support::assert_mentions(&message, &["keys", "api_key"]);
     assert_eq!(writes(&h).await, 0);
 
     // Adding the key is noticed through the Secret watch, without a spec change.
@@ -285,10 +282,10 @@ async fn an_unknown_guardrail_stalls_until_it_exists() {
         "strategy": {"mode": "fallback"},
         "targets": [{"provider": "@a", "input_guardrails": ["pg-missing-123"]}, {"provider": "@b"}]}});
     support::create(&h.env.api(), &config("guarded", spec)).await;
-    let stalled = h
-        .wait_for::<Config>("guarded", WAIT, |c| c.stalled_with("UnresolvedGuardrail"))
+    let (stalled, message) = h
+        .env
+        .wait_condition::<Config>("guarded", WAIT, ("Stalled", "UnresolvedGuardrail"))
         .await;
-    let (_, _, message) = stalled.condition("Stalled").unwrap();
     assert!(
         message.contains("pg-missing-123 at /targets/0/input_guardrails/0"),
         "{message}"

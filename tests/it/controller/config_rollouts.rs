@@ -863,17 +863,9 @@ async fn the_configs_of_a_rollout_cannot_change() {
     let h = Harness::start("roll-imm").await;
     create_rollout(&h, "checkout", steps(&[(25, "20s"), (100, "2s")])).await;
     for field in ["candidateConfigRef", "stableConfigRef"] {
-        let refused = h
-            .env
-            .api::<ConfigRollout>()
-            .patch(
-                "checkout",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {field: {"name": "candidate2"}}})),
-            )
-            .await
-            .expect_err("the change is refused");
-        let message = refused.to_string();
+        let changed = json!({field: {"name": "candidate2"}});
+        let message =
+            support::refused_patch(&h.env.api::<ConfigRollout>(), "checkout", changed).await;
         assert!(
             message.contains(&format!("spec.{field} is immutable"))
                 && message.contains("create a new ConfigRollout"),
@@ -1200,10 +1192,10 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
         "the stable Config stable is being deleted",
     )
     .await;
-    let held = h
-        .wait_for::<Config>("stable", WAIT, |c| c.stalled_with("StillReferenced"))
+    let (held, message) = h
+        .env
+        .wait_condition::<Config>("stable", WAIT, ("Stalled", "StillReferenced"))
         .await;
-    let (_, _, message) = held.condition("Stalled").unwrap();
     println!("held: {message}");
     for holder in [
         "ApiKey key-a",
@@ -1262,10 +1254,7 @@ async fn a_telemetry_outage_past_max_wait_rolls_back() {
         .await;
     let message = waiting_past(&h, "5s", "TelemetryUnavailable").await;
     println!("while it fails: {message}");
-    assert!(
-        message.contains("503") && message.contains("failing_routes"),
-        "{message}"
-    );
+    support::assert_mentions(&message, &["503", "failing_routes"]);
     assert!(message.contains("analysis.maxWait (5s)"), "{message}");
     let rolled = rollout(&h, "checkout", |r| status(r).phase == Phase::RolledBack).await;
     let decision = status(&rolled).decisions.last().cloned().unwrap();
@@ -1486,13 +1475,12 @@ async fn an_analysis_without_an_absolute_threshold_is_refused() {
     spec["analysis"] = json!({"workspaceSlug": WORKSPACE, "organisationId": TSG, "window": "4s",
                               "minRequests": 20, "maxErrorRateOverStable": 0.05});
     let object: ConfigRollout = support::objects::object("ConfigRollout", "checkout", spec);
-    let error = h
+    let created = h
         .env
         .api::<ConfigRollout>()
         .create(&Default::default(), &object)
-        .await
-        .unwrap_err();
-    let error = error.to_string();
+        .await;
+    let error = support::refusal(created, "an analysis without an absolute threshold");
     assert!(
         error.contains("spec.analysis needs an absolute threshold"),
         "{error}"

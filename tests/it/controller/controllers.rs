@@ -114,12 +114,9 @@ async fn config_lifecycle_create_update_drift_delete() {
     let patch = json!({"spec": {"config": {"strategy": {"mode": "loadbalance"}, "targets": [{"provider": "@openai"}]}}});
     support::merge_patch(&configs, "routing", patch).await;
     let updated = h
-        .wait_for::<Config>("routing", WAIT, |c| {
-            c.ready()
-                && c.status
-                    .as_ref()
-                    .and_then(|s| s.version_id.as_deref())
-                    .is_some_and(|now| now != first_version)
+        .env
+        .ready_with_new::<Config>("routing", WAIT, &first_version, |c| {
+            c.status.as_ref()?.version_id.as_deref()
         })
         .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -712,9 +709,9 @@ async fn a_dry_run_reports_what_it_would_write_and_writes_nothing() {
     .await
     .expect("one WouldUpdate event per differing Config, the remote edit included");
     assert!(reported.contains("c49"), "{reported}");
-    assert!(
-        reported.contains("would update config") && reported.contains("/config/retry/attempts"),
-        "{reported}"
+    support::assert_mentions(
+        &reported,
+        &["would update config", "/config/retry/attempts"],
     );
     for n in 0..10 {
         assert!(reported.contains(&format!("c{n:02}")), "{reported}");

@@ -101,14 +101,11 @@ async fn drift_is_found_by_listing_and_only_changed_objects_are_read() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    h.wait_for::<Config>(NAMES[1], WAIT, |c| {
-        c.ready()
-            && c.status
-                .as_ref()
-                .and_then(|s| s.slug.as_deref())
-                .is_some_and(|now| now != slugs[1])
-    })
-    .await;
+    h.env
+        .ready_with_new::<Config>(NAMES[1], WAIT, &slugs[1], |c| {
+            c.status.as_ref()?.slug.as_deref()
+        })
+        .await;
 
     // An incomplete list (capped below its total) proves nothing: what it does not show is read.
     tokio::time::sleep(Duration::from_secs(3)).await;

@@ -12,9 +12,10 @@ use aigw::resources::{ApiKey, Config, Deployment, RateLimitsPolicy, UsageLimitsP
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
+use support::NamespacedKind;
 use support::endpoints::{CONFIG_POST, DEPLOYMENT_POST, DEPLOYMENT_PUT};
 use support::harness::{CallWindows, Harness};
-use support::objects::{Conditions, Rotates, create, gateway, limits, routing};
+use support::objects::{Conditions, Rotates, create, gateway, limits, rotating_gateway, routing};
 use support::proxy::{Received, json_answer, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -29,14 +30,33 @@ async fn client_auth(h: &Harness, secret: &str) -> String {
     String::from_utf8(data["client_auth"].0.clone()).unwrap()
 }
 
-/// Waits until a create reached `endpoint` ("POST /template").
-async fn create_sent(h: &Harness, endpoint: &str) {
+/// Creates `name` with `spec` while the emulator's `faults` are on; returns once its create
+/// reached `endpoint` ("POST /template").
+async fn create_under<K: NamespacedKind>(
+    h: &Harness,
+    faults: Value,
+    (name, spec): (&str, Value),
+    endpoint: &str,
+) {
+    h.faults(faults).await;
+    create::<K>(&h.env, name, spec).await;
     support::wait_until(WAIT, || async {
         (h.count(endpoint).await >= 1).then_some(())
     })
     .await
     .expect("the create was sent");
 }
+
+/// Switches the emulator's faults off; `name` once it is Ready within `within`.
+async fn ready_once_healed<K: NamespacedKind + Conditions>(
+    h: &Harness,
+    name: &str,
+    within: Duration,
+) -> K {
+    h.faults(json!({})).await;
+    h.wait_for::<K>(name, within, |o| o.ready()).await
+}
+
 #[tokio::test]
 async fn two_operators_racing_create_each_config_once() {
     let h = Harness::start_with("eo-race", Duration::from_secs(2)).await;
@@ -71,11 +91,9 @@ async fn a_lost_create_answer_never_claims_an_older_namesake() {
         )
         .await;
     let namesake = seeded["configs"][0]["id"].as_str().unwrap().to_string();
-    h.faults(json!({"drop_after_commit_rate": 1.0})).await;
-    create::<Config>(&h.env, "shared", routing("shared")).await;
-    create_sent(&h, CONFIG_POST).await;
-    h.faults(json!({})).await;
-    let ready = h.wait_for::<Config>("shared", WAIT, |c| c.ready()).await;
+    let lost = json!({"drop_after_commit_rate": 1.0});
+    create_under::<Config>(&h, lost, ("shared", routing("shared")), CONFIG_POST).await;
+    let ready = ready_once_healed::<Config>(&h, "shared", WAIT).await;
     let ours = ready.status.unwrap().id.unwrap();
     assert_ne!(ours, namesake, "the older namesake was claimed");
     let found = h.remote_records("configs", "name", "shared").await;
@@ -89,9 +107,8 @@ async fn a_lost_create_answer_never_claims_an_older_namesake() {
 #[tokio::test]
 async fn a_capped_list_is_never_proof_of_absence() {
     let h = Harness::start_with("eo-capped", Duration::from_secs(2)).await;
-    h.faults(json!({"drop_after_commit_rate": 1.0})).await;
-    create::<Config>(&h.env, "capped", routing("capped")).await;
-    create_sent(&h, CONFIG_POST).await;
+    let lost = json!({"drop_after_commit_rate": 1.0});
+    create_under::<Config>(&h, lost, ("capped", routing("capped")), CONFIG_POST).await;
     // The answer was lost; now the list is capped below its total.
     h.faults(json!({"list_cap": 0})).await;
     h.wait_for::<Config>("capped", WAIT, |c| {
@@ -102,8 +119,7 @@ async fn a_capped_list_is_never_proof_of_absence() {
     .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(h.count(CONFIG_POST).await, 1, "a second POST on a guess");
-    h.faults(json!({})).await;
-    h.wait_for::<Config>("capped", WAIT, |c| c.ready()).await;
+    ready_once_healed::<Config>(&h, "capped", WAIT).await;
     assert_eq!(h.remote_records("configs", "name", "capped").await.len(), 1);
     assert_eq!(h.count(CONFIG_POST).await, 1);
     h.stop().await;
@@ -112,12 +128,11 @@ async fn a_capped_list_is_never_proof_of_absence() {
 #[tokio::test]
 async fn an_unreadable_create_answer_loses_neither_object_nor_credentials() {
     let h = Harness::start_with("eo-garbage", Duration::from_secs(2)).await;
-    h.faults(json!({"garbage_2xx_rate": 1.0})).await;
-    create::<Deployment>(&h.env, "gw", gateway("gw-garbage", "gw-creds")).await;
-    create_sent(&h, DEPLOYMENT_POST).await;
+    let garbage = json!({"garbage_2xx_rate": 1.0});
+    let spec = gateway("gw-garbage", "gw-creds");
+    create_under::<Deployment>(&h, garbage, ("gw", spec), DEPLOYMENT_POST).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    h.faults(json!({})).await;
-    let ready = h.wait_for::<Deployment>("gw", WAIT, |d| d.ready()).await;
+    let ready = ready_once_healed::<Deployment>(&h, "gw", WAIT).await;
     let id = ready.status.unwrap().id.unwrap();
     assert_eq!(h.count(DEPLOYMENT_POST).await, 1, "one registration");
     let live = client_auth(&h, "gw-creds").await;
@@ -169,8 +184,7 @@ async fn ab03_means_out_of_scope_never_gone() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.count(CONFIG_POST).await, 1, "recreated on an AB03");
     // A 404 does mean gone: the config aigw created is made again.
-    h.faults(json!({})).await;
-    h.wait_for::<Config>("scoped", WAIT, |c| c.ready()).await;
+    ready_once_healed::<Config>(&h, "scoped", WAIT).await;
     assert_eq!(h.count(CONFIG_POST).await, 2);
     h.stop().await;
 }
@@ -198,8 +212,7 @@ async fn an_adopted_object_that_comes_into_scope_recovers_without_a_spec_change(
 #[tokio::test]
 async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
     let h = Harness::start_with("eo-rotate", Duration::from_secs(2)).await;
-    let mut spec = gateway("gw-rotate", "rot-creds");
-    spec["rotation"] = json!({"trigger": "a"});
+    let spec = rotating_gateway("gw-rotate", "rot-creds", "a");
     let deployments = h.env.api::<Deployment>();
     create::<Deployment>(&h.env, "rot", spec).await;
     let ready = h.wait_for::<Deployment>("rot", WAIT, |d| d.ready()).await;
@@ -442,7 +455,7 @@ async fn a_create_never_leaves_after_its_intents_window() {
 /// (`normalise`), as a real server may return `conditions` and `group_by`.
 #[tokio::test]
 async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
-    const POST: &str = "POST /ai_gw/v2/policies/usage-limits";
+    use support::endpoints::USAGE_LIMITS_POST as POST;
     // Lists miss the new policy for 20 s: the lookup cannot find it before the edit. The
     // default 30 s settle time covers that lag, a test's shortened one does not.
     let h = Harness::start_with("eo-unnamed", Duration::from_secs(2))
@@ -675,13 +688,9 @@ async fn another_installations_create_in_flight_holds_no_lookup_of_this_one() {
         .await
         .unwrap();
 
-    h.faults(json!({"drop_after_commit_rate": 1.0})).await;
-    create::<Config>(&h.env, "ours", routing("shared-name")).await;
-    create_sent(&h, CONFIG_POST).await;
-    h.faults(json!({})).await;
-    let ready = h
-        .wait_for::<Config>("ours", Duration::from_secs(30), |c| c.ready())
-        .await;
+    let lost = json!({"drop_after_commit_rate": 1.0});
+    create_under::<Config>(&h, lost, ("ours", routing("shared-name")), CONFIG_POST).await;
+    let ready = ready_once_healed::<Config>(&h, "ours", Duration::from_secs(30)).await;
     let found = h.remote_records("configs", "name", "shared-name").await;
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(ready.status.unwrap().id.as_deref(), found[0]["id"].as_str());

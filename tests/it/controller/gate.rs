@@ -8,7 +8,6 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
-use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::harness::{CallWindows, Harness, TEST_CALL_WINDOWS};
 use support::objects::{Conditions, create, gateway, limits, routing};
@@ -133,8 +132,7 @@ async fn deleting_an_owner_and_its_claimant_together_deletes_the_object_once() {
     let h = Harness::start_two_teams("gate-claim", DRIFT, None).await;
     let dev = h.other.as_ref().unwrap();
     create::<Config>(&h.env, "routing", routing("routing")).await;
-    let owner = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
-    let slug = owner.status.unwrap().slug.unwrap();
+    let slug = h.env.ready_config_slug("routing", WAIT).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let mut claimant = routing("claimant");
     claimant["slug"] = json!(slug);
@@ -179,18 +177,15 @@ async fn deployment_grants_cover_jwt_workspaces_and_the_default_gateway() {
 }
 
 /// Creates a `K` (named as its kind, lowercase) with `spec`, then moves it to another
-/// Connection: the answer to that patch.
+/// Connection: the apiserver's refusal.
 async fn switch_connection<K: support::NamespacedKind>(
     env: &support::TestEnv,
     spec: Value,
-) -> Result<(), kube::Error> {
+) -> String {
     let name = K::kind(&()).to_ascii_lowercase();
     create::<K>(env, &name, spec).await;
-    let patch = json!({"spec": {"connectionRef": {"name": "other-tenant"}}});
-    env.api::<K>()
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(drop)
+    let other = json!({"connectionRef": {"name": "other-tenant"}});
+    support::refused_patch(&env.api::<K>(), &name, other).await
 }
 
 /// Switching `spec.connectionRef` would orphan the remote object and create another in the
@@ -199,12 +194,11 @@ async fn switch_connection<K: support::NamespacedKind>(
 async fn connection_ref_cannot_be_changed_after_creation() {
     let env = support::TestEnv::new("gate-connref").await;
     for kind in ["Config", "RateLimitsPolicy", "Deployment"] {
-        let refused = match kind {
+        let error = match kind {
             "Config" => switch_connection::<Config>(&env, routing("r")).await,
             "RateLimitsPolicy" => switch_connection::<RateLimitsPolicy>(&env, limits("r")).await,
             _ => switch_connection::<Deployment>(&env, gateway("r", "r-credentials")).await,
         };
-        let error = refused.expect_err(kind).to_string();
         assert!(
             error.contains("spec.connectionRef is immutable"),
             "{kind}: {error}"
@@ -317,20 +311,11 @@ async fn a_lost_create_never_claims_another_namespaces_namesake() {
     // records it.
     tokio::time::sleep(Duration::from_secs(6)).await;
     create::<Config>(other, "twin", routing("twin")).await;
-    let theirs = other
-        .wait_for::<Config>("twin", WAIT, |c| c.ready())
-        .await
-        .status
-        .unwrap()
-        .slug
-        .unwrap();
+    let theirs = other.ready_config_slug("twin", WAIT).await;
     let ours = h
-        .wait_for::<Config>("twin", Duration::from_secs(90), |c| c.ready())
-        .await
-        .status
-        .unwrap()
-        .slug
-        .unwrap();
+        .env
+        .ready_config_slug("twin", Duration::from_secs(90))
+        .await;
     assert_ne!(ours, theirs, "each namespace has its own config");
     let configs = h.state().await["configs"].as_array().cloned().unwrap();
     assert_eq!(configs.len(), 2, "{configs:?}");

@@ -195,15 +195,10 @@ async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one
     h.reset_stats().await;
     let refs = json!({"spec": {"resourceRefs": [
         {"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii-later"}]}});
-    h.env
-        .api::<Config>()
-        .patch("routes", &PatchParams::default(), &Patch::Merge(&refs))
-        .await
-        .unwrap();
-    let waiting = h
-        .wait_for::<Config>("routes", WAIT, |c| c.stalled_with("ReferenceNotReady"))
+    support::merge_patch(&h.env.api::<Config>(), "routes", &refs).await;
+    let message = h
+        .condition_message::<Config>("routes", WAIT, ("Stalled", "ReferenceNotReady"))
         .await;
-    let (_, _, message) = waiting.condition("Stalled").unwrap();
     assert!(message.contains("pii-later"), "{message}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(h.remote_writes().await, 0, "nothing written while waiting");
@@ -306,13 +301,7 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     let config = json!({"name": "uses-org", "config": {"targets": [{"provider": "@openai"}]},
         "resourceRefs": [{"path": "/input_guardrails/0", "kind": "ClusterGuardrail", "name": name}]});
     support::objects::create::<Config>(&h.env, "uses-org", config).await;
-    let config_slug = h
-        .wait_for::<Config>("uses-org", WAIT, |c| c.ready())
-        .await
-        .status
-        .unwrap()
-        .slug
-        .unwrap();
+    let config_slug = h.env.ready_config_slug("uses-org", WAIT).await;
     let document = h.get(&format!("/ai_gw/v2/configs/{config_slug}")).await;
     let document: Value = serde_json::from_str(document["config"].as_str().unwrap()).unwrap();
     assert_eq!(document["input_guardrails"][0], slug, "{document}");

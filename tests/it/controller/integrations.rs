@@ -747,7 +747,7 @@ async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
         "{created}"
     );
     assert_eq!(created["last_reset_at"], Value::Null);
-    const PUT: &str = "PUT /ai_gw/v2/providers/{providerId}";
+    use support::endpoints::PROVIDER_PUT as PUT;
 
     let mut resets = Vec::new();
     for (value, puts) in [("r1", 1), ("r1", 1), ("r2", 2)] {
@@ -786,7 +786,7 @@ async fn model_access_is_applied_with_one_put_and_kept() {
     create_integration(&h, "openai", spec).await;
     h.wait_cluster::<Integration>("openai", WAIT, |i| i.ready())
         .await;
-    const PUT_MODELS: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}/models";
+    use support::endpoints::INTEGRATION_MODELS_PUT as PUT_MODELS;
     let models = || async {
         let stored = remote(&h, &slug).await;
         let enabled: Vec<(String, bool)> = stored["models"]

@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 use support::objects::Conditions;
-use support::{TestEnv, wait_until};
+use support::{TestEnv, metric_sum, wait_until};
 
 pub(super) const TOKEN: &str = "leader-test-token-5b1d";
 const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -119,21 +119,17 @@ impl Operator {
     }
 
     pub(super) async fn metrics(&self) -> String {
-        reqwest::get(format!("http://{}/metrics", self.metrics))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+        let base = format!("http://{}", self.metrics);
+        support::metrics_text(&base).await.unwrap()
     }
 
     /// Sum of `aigw_api_requests_total` over every label set: this process's management-API calls.
     async fn api_requests(&self) -> f64 {
-        sum_of(&self.metrics().await, "aigw_api_requests_total")
+        metric_sum(&self.metrics().await, "aigw_api_requests_total")
     }
 
     async fn leader_gauge(&self) -> f64 {
-        sum_of(&self.metrics().await, "aigw_leader")
+        metric_sum(&self.metrics().await, "aigw_leader")
     }
 
     /// `aigw_leader_lease_transitions`: the Lease's count of changes of hands, once this
@@ -202,14 +198,6 @@ impl Field {
             dir,
         }
     }
-}
-
-pub(super) fn sum_of(metrics: &str, name: &str) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 pub(super) fn config(name: &str) -> Config {
@@ -406,10 +394,7 @@ async fn a_leader_that_loses_its_lease_exits_non_zero() {
         "exit code {code:?} after losing the lease"
     );
     let log = std::fs::read_to_string(&operator.process.log).unwrap();
-    assert!(
-        log.contains("lost the leader lease") && log.contains("held by intruder"),
-        "{log}"
-    );
+    support::assert_mentions(&log, &["lost the leader lease", "held by intruder"]);
 
     finish(env, emulator, [operator]).await;
 }

@@ -312,9 +312,7 @@ async fn a_toggle_of_a_tool_not_discovered_yet_is_pending_then_applied() {
     );
 
     // Steady: the pending prompt is read again, nothing written.
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    h.assert_no_write_over(Duration::from_secs(3)).await;
     h.stop().await;
 }
 

@@ -87,9 +87,7 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
         1,
         "one bulk write"
     );
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    h.assert_no_write_over(Duration::from_secs(5)).await;
 
     // `aigw plan` with the cluster in view resolves `mcpServerRef` to the id the McpServer
     // recorded, as the operator does: the applied guardrail is unchanged, not a change.
@@ -155,9 +153,7 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
     assert_eq!(rows["data"][0]["enabled"], true);
 
     // Steady state: nothing written over a few drift intervals.
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    h.assert_no_write_over(Duration::from_secs(5)).await;
 
     // A console change of the default is corrected with one PUT.
     h.console_edit_corrected_once(
@@ -183,15 +179,8 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
 
     // The integration's deletion waits for the resource naming it, and forces nothing.
     h.reset_stats().await;
-    integrations
-        .delete(&integration, &Default::default())
-        .await
-        .unwrap();
-    let message = h
-        .cluster_condition_message::<McpIntegration>("tools", WAIT, ("Ready", "StillReferenced"))
-        .await;
     let named = format!("McpServer {}/pay-tools", h.env.namespace);
-    assert!(message.contains(&named), "{message}");
+    h.delete_waits_for::<McpIntegration>("tools", &named).await;
     assert_eq!(h.count(MCP_INTEGRATION_DELETE).await, 0, "nothing forced");
 
     // The server goes (a hard delete), then the integration.
@@ -293,14 +282,11 @@ async fn a_server_of_the_slug_in_another_workspace_is_not_adopted() {
     h.reset_stats().await;
     let spec = mcp_server(Some(&slug), "Other team's", WS_A, &integration);
     support::objects::create::<McpServer>(&h.env, "mine", spec).await;
-    let refused = h
-        .wait_for::<McpServer>("mine", WAIT, |s| s.stalled_with("InvalidSpec"))
+    let (refused, message) = h
+        .env
+        .wait_condition::<McpServer>("mine", WAIT, ("Stalled", "InvalidSpec"))
         .await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
-    assert!(
-        message.contains("workspaceId") && message.contains("not adopted"),
-        "{message}"
-    );
+    support::assert_mentions(&message, &["workspaceId", "not adopted"]);
     assert!(
         refused.status.and_then(|s| s.id).is_none(),
         "nothing recorded"

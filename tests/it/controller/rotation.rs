@@ -605,12 +605,9 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
     )
     .await;
     let recreated = h
-        .wait_for::<Deployment>("edge", Duration::from_secs(60), |d| {
-            d.ready()
-                && d.status
-                    .as_ref()
-                    .and_then(|s| s.id.as_deref())
-                    .is_some_and(|now| now != first_id)
+        .env
+        .ready_with_new::<Deployment>("edge", Duration::from_secs(60), &first_id, |d| {
+            d.status.as_ref()?.id.as_deref()
         })
         .await;
     let status = recreated.status.unwrap();

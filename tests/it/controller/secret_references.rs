@@ -14,7 +14,10 @@ use aigw::resources::SecretReference;
 use kube::api::{Api, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::endpoints::{SECRET_REFERENCE_DELETE, SECRET_REFERENCE_POST, SECRET_REFERENCE_PUT};
+use support::endpoints::{
+    INTEGRATION_POST, INTEGRATION_PUT, SECRET_REFERENCE_DELETE, SECRET_REFERENCE_POST,
+    SECRET_REFERENCE_PUT,
+};
 use support::harness::Harness;
 use support::objects::Conditions;
 use support::objects::WS_A;
@@ -154,8 +157,6 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
 /// reference's delete waits, naming the Integration, until the Integration lets go of it.
 #[tokio::test]
 async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
-    const POST_INTEGRATION: &str = "POST /ai_gw/admin/v2/integrations";
-    const PUT_INTEGRATION: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}";
     let h = Harness::start_with_secret_namespace("secmap", Duration::from_secs(1)).await;
     let integrations: Api<aigw::resources::Integration> = Api::all(h.env.client.clone());
     let reference = h.cluster_name("vault");
@@ -230,7 +231,7 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
         remote_integration(&h, &integration).await["secret_mappings"],
         wanted
     );
-    assert_eq!(h.count(POST_INTEGRATION).await, 1, "one POST");
+    assert_eq!(h.count(INTEGRATION_POST).await, 1, "one POST");
 
     h.assert_no_write_over(Duration::from_secs(4)).await;
 
@@ -239,23 +240,15 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
         &format!("/ai_gw/admin/v2/integrations/{integration}"),
         json!({"secret_mappings": []}),
         WAIT,
-        PUT_INTEGRATION,
+        INTEGRATION_PUT,
         || async { remote_integration(&h, &integration).await["secret_mappings"] == wanted },
     )
     .await;
 
     // The reference cannot go while the Integration maps it: it says who, and waits.
-    api(&h)
-        .delete(&reference, &Default::default())
-        .await
-        .unwrap();
-    let message = h
-        .cluster_condition_message::<SecretReference>("vault", WAIT, ("Ready", "StillReferenced"))
+    let holder = format!("Integration {integration}");
+    h.delete_waits_for::<SecretReference>("vault", &holder)
         .await;
-    assert!(
-        message.contains(&format!("Integration {integration}")),
-        "{message}"
-    );
     assert_eq!(
         h.count(SECRET_REFERENCE_DELETE).await,
         0,

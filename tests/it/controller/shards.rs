@@ -14,10 +14,10 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use support::objects::Conditions;
-use support::wait_until;
 use support::writes::assert_no_overlap;
+use support::{metric_sum, wait_until};
 
-use super::leader::{Field, Operator, config, sum_of};
+use super::leader::{Field, Operator, config};
 
 const NAMESPACES: usize = 8;
 const PER_NAMESPACE: usize = 2;
@@ -39,7 +39,9 @@ pub(super) async fn settled(operators: &[&Operator], members: f64) {
         for operator in operators {
             let (status, role) = operator.readyz().await?;
             let metrics = operator.metrics().await;
-            if status != 200 || role != "shard" || sum_of(&metrics, "aigw_shard_members") != members
+            if status != 200
+                || role != "shard"
+                || metric_sum(&metrics, "aigw_shard_members") != members
             {
                 return None;
             }

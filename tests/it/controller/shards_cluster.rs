@@ -11,10 +11,10 @@ use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 use support::endpoints::{MCP_INTEGRATION_POST, MCP_INTEGRATION_PUT};
 use support::objects::Conditions;
-use support::wait_until;
 use support::writes::{assert_no_overlap, overlaps};
+use support::{metric_sum, wait_until};
 
-use super::leader::{Field, Operator, sum_of};
+use super::leader::{Field, Operator};
 use super::shards::{emulator, settled, succeeded};
 
 const OBJECTS: usize = 6;
@@ -23,7 +23,7 @@ const WITHIN: Duration = Duration::from_secs(90);
 const CLUSTER_LABEL: &str = "aigw-test/env";
 
 fn gauge(metrics: &str, name: &str, kind: &str) -> f64 {
-    sum_of(
+    metric_sum(
         &metrics
             .lines()
             .filter(|l| l.contains(&format!("kind=\"{kind}\"")))
@@ -108,7 +108,7 @@ async fn cluster_scoped_objects_split_by_uid_and_a_dry_run_beside_the_shards_tak
     .expect("the two shards' McpIntegrations add up to all of them, the dry run's to none");
     println!("McpIntegrations of a, b: {split:?}");
     assert_eq!(
-        sum_of(&dry.metrics().await, "aigw_shard_members"),
+        metric_sum(&dry.metrics().await, "aigw_shard_members"),
         0.0,
         "the dry run is no member"
     );

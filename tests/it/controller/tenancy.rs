@@ -11,7 +11,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use support::endpoints::CONFIG_DELETE;
 use support::harness::{Harness, Installation};
-use support::objects::{Conditions, Rotates, create, gateway, limits, routing};
+use support::objects::{Conditions, Rotates, create, gateway, limits, rotating_gateway, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(1);
@@ -43,8 +43,7 @@ async fn a_second_claim_on_a_config_writes_nothing_and_takes_over_only_when_the_
     let mut prod_spec = routing("prod-routing");
     prod_spec["deletionPolicy"] = "Orphan".into();
     create::<Config>(&h.env, "routing", prod_spec).await;
-    let prod = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
-    let slug = prod.status.unwrap().slug.unwrap();
+    let slug = h.env.ready_config_slug("routing", WAIT).await;
     let owner_document = remote_config(&h, &slug).await.unwrap()["config"].clone();
     // Creation times have one-second resolution; a tie would be broken by uid.
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -126,16 +125,14 @@ async fn a_second_claim_on_a_policy_is_stalled() {
 async fn only_the_owner_rotates_a_shared_deployment() {
     let h = Harness::start_two_teams("ten-deploy", DRIFT, None).await;
     let dev = h.other.as_ref().unwrap();
-    let mut owner_spec = gateway("shared-gw", "owner-creds");
-    owner_spec["rotation"] = json!({"trigger": "1"});
+    let owner_spec = rotating_gateway("shared-gw", "owner-creds", "1");
     let owners = h.env.api::<Deployment>();
     create::<Deployment>(&h.env, "gw", owner_spec).await;
     let owner = h.wait_for::<Deployment>("gw", WAIT, |d| d.ready()).await;
     let id = owner.status.unwrap().id.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let mut intruder_spec = gateway("shared-gw", "stolen-creds");
+    let mut intruder_spec = rotating_gateway("shared-gw", "stolen-creds", "x");
     intruder_spec["deploymentId"] = json!(id);
-    intruder_spec["rotation"] = json!({"trigger": "x"});
     let intruders = dev.api::<Deployment>();
     create::<Deployment>(dev, "gw", intruder_spec).await;
     dev.wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("AlreadyManaged"))
@@ -831,10 +828,7 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
     );
     let stalled = stalled.expect("inst-a reports ClaimChanged");
     let (_, _, message) = stalled.condition("Stalled").unwrap();
-    assert!(
-        message.contains("inst-a") && message.contains("inst-b"),
-        "{message}"
-    );
+    support::assert_mentions(&message, &["inst-a", "inst-b"]);
     let events = h.env.events_text().await;
     assert!(events.contains("moved ClaimChanged"), "{events}");
     let writes_while_changed = a.remote_writes().await;
@@ -901,10 +895,7 @@ async fn a_claim_naming_nobody_does_not_hold_the_deletion() {
     assert_no_copies(&a, &b).await;
     let stalled = stalled.expect("inst-a reports ClaimChanged");
     let (_, _, message) = stalled.condition("Stalled").unwrap();
-    assert!(
-        message.contains("inst-a") && message.contains("inst-gone"),
-        "{message}"
-    );
+    support::assert_mentions(&message, &["inst-a", "inst-gone"]);
     stop_all(h, [a, b]).await;
 }
 

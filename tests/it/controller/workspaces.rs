@@ -528,8 +528,7 @@ async fn a_workspace_named_by_resource_outside_the_grants_is_refused_before_any_
         spec["deletionPolicy"] = json!("Orphan");
         support::objects::create::<Config>(&h.env, name, spec).await;
     }
-    let inside = h.wait_for::<Config>("inside", WAIT, |c| c.ready()).await;
-    let slug = inside.status.unwrap().slug.unwrap();
+    let slug = h.env.ready_config_slug("inside", WAIT).await;
     let remote = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     assert_eq!(remote["workspace_id"], team_id.as_str(), "{remote}");
     let message = h

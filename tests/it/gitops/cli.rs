@@ -570,10 +570,12 @@ async fn plan_reports_conflicts_with_exit_1() {
     std::fs::write(Path::new(set).join("gone.yaml"), "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: gone}\nspec: {slug: pc-gone-000000, name: gone, config: {retry: {attempts: 1}}}\n").unwrap();
     let out = aigw_async(connected(&["plan", "-f", set], url, token)).await;
     let plan = exited(&out, 1);
-    assert!(
-        plan.contains("Config gone (")
-            && plan.contains("spec.slug names config pc-gone-000000, which does not exist"),
-        "{plan}"
+    support::assert_mentions(
+        &plan,
+        &[
+            "Config gone (",
+            "spec.slug names config pc-gone-000000, which does not exist",
+        ],
     );
     assert_in(&plan, "the remote policy has a different type");
     assert_in(&plan, "    type: \"requests\" → \"tokens\"\n");

@@ -92,8 +92,7 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
         1,
     );
     support::objects::create::<Config>(&h.env, "bedrock", before).await;
-    let created = h.wait_for::<Config>("bedrock", WAIT, |c| c.ready()).await;
-    let slug = created.status.unwrap().slug.unwrap();
+    let slug = h.env.ready_config_slug("bedrock", WAIT).await;
 
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");

@@ -143,10 +143,7 @@ async fn plan_shows_no_value_of_a_remote_config_the_manifest_does_not_hold() {
         "secretRefs": [{"path": "/targets/0/custom_host",
                         "secretKeyRef": {"name": "upstream", "key": "host"}}]});
     support::objects::create::<Config>(team_b, "victim", victim).await;
-    let ready = team_b
-        .wait_for::<Config>("victim", WAIT, |c| c.ready())
-        .await;
-    let slug = ready.status.unwrap().slug.unwrap();
+    let slug = team_b.ready_config_slug("victim", WAIT).await;
 
     let dir = tempfile::tempdir().unwrap();
     let token = token_file(dir.path());
@@ -508,10 +505,7 @@ async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
     );
     // The change still shows, its unconfirmed values hidden.
     let json = &shown[0].1;
-    assert!(
-        json.contains("team=a") && json.contains("(value hidden)"),
-        "{json}"
-    );
+    support::assert_mentions(json, &["team=a", "(value hidden)"]);
 }
 
 /// Team b's organisation integration takes its `custom_host` (a public setting) from a Secret.

@@ -354,10 +354,9 @@ async fn following_another_namespace_without_the_grant_is_refused_naming_the_rul
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
     commit(dev, "r2", 4, None).await;
     commit(prod, "r2", 4, None).await;
-    let refused = prod
-        .wait_for::<Config>("web", WAIT, |c| c.stalled_with("PromotionNotAllowed"))
+    let (refused, message) = prod
+        .wait_condition::<Config>("web", WAIT, ("Stalled", "PromotionNotAllowed"))
         .await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
     assert!(
         message.contains("spec.grants[].promoteFrom")
             && message.contains("spec.promotion.after[0]")
@@ -431,10 +430,7 @@ async fn promotion_is_validated_at_admission_naming_the_field() {
         "spec": {"name": "org pii", "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}}],
                  "promotion": {"after": [{"namespace": "dev", "name": "org-pii"}], "soak": "1h"}}});
     let message = refused(&cluster, guardrail).await;
-    assert!(
-        message.contains("spec.promotion.after") && message.contains("leave namespace out"),
-        "{message}"
-    );
+    support::assert_mentions(&message, &["spec.promotion.after", "leave namespace out"]);
     env.cleanup().await;
 }
 
@@ -509,8 +505,7 @@ async fn routes_naming_pii(prod: &TestEnv) -> String {
     spec["resourceRefs"] =
         json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
     support::objects::create::<Config>(prod, "routes", spec).await;
-    let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
-    config.status.unwrap().slug.unwrap()
+    prod.ready_config_slug("routes", WAIT).await
 }
 
 /// The guardrail the remote config `config_slug` names first in `input_guardrails`.
@@ -839,8 +834,7 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
     let after_routes =
         json!({"after": [{"namespace": dev.namespace, "name": "routes"}], "soak": "1s"});
     support::create(&prod.api::<Config>(), &routes(Some(after_routes), true)).await;
-    let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
-    let config_slug = config.status.unwrap().slug.unwrap();
+    let config_slug = prod.ready_config_slug("routes", WAIT).await;
     // dev's Config is paused (an operator investigating it): prod's Config makes no change
     // of its own meanwhile, and has none to make.
     let pause = json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}});

@@ -314,7 +314,13 @@ impl Harness {
     pub async fn assert_no_write_over(&self, quiet: Duration) {
         self.reset_stats().await;
         tokio::time::sleep(quiet).await;
-        assert_eq!(self.remote_writes().await, 0, "no write at steady state");
+        let writes = self.remote_writes().await;
+        assert_eq!(
+            writes,
+            0,
+            "no write at steady state: {}",
+            self.stats().await
+        );
     }
 
     /// 3 s from now, the emulator has seen no write since it had seen `before`.

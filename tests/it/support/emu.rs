@@ -40,6 +40,13 @@ impl Emu {
         self.http.request(method, self.url(path)).bearer_auth(TOKEN)
     }
 
+    /// The answer to `method path` without a body, as it came.
+    pub async fn answer(&self, method: Method, path: &str) -> reqwest::Response {
+        let request = self.call(method.clone(), path);
+        let sent = request.send().await;
+        sent.unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
     /// Sends and returns status plus JSON body (`Null` for an empty body).
     pub async fn send(&self, request: RequestBuilder) -> (StatusCode, Value) {
         let response = request.send().await.expect("request succeeds");
@@ -81,6 +88,27 @@ impl Emu {
             request = request.json(&body);
         }
         self.send(request).await
+    }
+
+    /// Reads the object of `base` by its id and by its slug (`keys`): both answers, each a 200
+    /// that shows none of `hidden` (values sent that reads must never echo).
+    pub async fn read_by_each(&self, base: &str, keys: [&str; 2], hidden: &[&str]) -> Vec<Value> {
+        let mut reads = Vec::new();
+        for key in keys {
+            let (status, read) = self.get(&format!("{base}/{key}")).await;
+            assert_eq!(status, StatusCode::OK, "{read}");
+            let shown = read.to_string();
+            let echoed: Vec<_> = hidden.iter().filter(|h| shown.contains(*h)).collect();
+            assert!(echoed.is_empty(), "{echoed:?} echoed as sent: {shown}");
+            reads.push(read);
+        }
+        reads
+    }
+
+    /// `POST /_emulator/seed` with `seed`: status and answer.
+    pub async fn seed(&self, seed: Value) -> (StatusCode, Value) {
+        self.control(Method::POST, "/_emulator/seed", Some(seed))
+            .await
     }
 
     pub async fn state(&self) -> Value {

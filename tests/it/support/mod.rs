@@ -54,6 +54,25 @@ pub fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// What the `/metrics` of the process listening at `base` (`http://host:port`) answers; panics
+/// when it does not answer, and leaves an unreadable body to the caller.
+pub async fn metrics_text(base: &str) -> reqwest::Result<String> {
+    reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap_or_else(|e| panic!("GET {base}/metrics: {e}"))
+        .text()
+        .await
+}
+
+/// The sum of the metric `name` over every label set of a `/metrics` text.
+pub fn metric_sum(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// Starts the local control plane with `hack/cluster-up.sh` (idempotent; it reuses a running
 /// one) once per test process. Panics with the script's output when it cannot start: an
 /// integration test never passes, or skips, without a real apiserver.
@@ -300,6 +319,28 @@ where
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap_or_else(|e| panic!("failed to patch {name}: {e}"))
+}
+
+/// Merge-patches the `spec` of `name` through `api` with `spec`; the apiserver's refusal.
+pub async fn refused_patch<K>(api: &Api<K>, name: &str, spec: serde_json::Value) -> String
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let patch = Patch::Merge(serde_json::json!({"spec": spec}));
+    let patched = api.patch(name, &PatchParams::default(), &patch).await;
+    refusal(patched, format!("{spec} on {name}"))
+}
+
+/// Asserts that `text` (a condition's message, an error, an output) names each of `words`;
+/// shows it when not.
+pub fn assert_mentions(text: &str, words: &[&str]) {
+    assert!(words.iter().all(|w| text.contains(w)), "{text}");
+}
+
+/// Asserts that one of `lines` (an export's skipped objects, say) `matches`; shows them all when
+/// none does.
+pub fn assert_any(lines: &[String], matches: impl Fn(&str) -> bool) {
+    assert!(lines.iter().any(|l| matches(l)), "{lines:?}");
 }
 
 /// Whether `name` is gone from `api` within `within`.
@@ -625,6 +666,33 @@ impl TestEnv {
         }
     }
 
+    /// Waits until `name` is Ready with `value` of it (a version, an id) there and no longer
+    /// `old`; the object as it is then.
+    pub async fn ready_with_new<K>(
+        &self,
+        name: &str,
+        within: Duration,
+        old: &str,
+        value: impl Fn(&K) -> Option<&str>,
+    ) -> K
+    where
+        K: NamespacedKind + objects::Conditions,
+    {
+        let renewed = |o: &K| o.ready() && value(o).is_some_and(|now| now != old);
+        self.wait_for::<K>(name, within, renewed).await
+    }
+
+    /// The slug of the Config `name` once it is Ready, within `within`.
+    pub async fn ready_config_slug(&self, name: &str, within: Duration) -> String {
+        let ready = self
+            .wait_for::<aigw::resources::Config>(name, within, objects::Conditions::ready)
+            .await;
+        ready
+            .status
+            .and_then(|s| s.slug)
+            .expect("a Ready Config has a slug")
+    }
+
     /// Deletes the object `name` of kind `K` (its finalizers may keep it a while).
     pub async fn delete<K: NamespacedKind>(&self, name: &str) {
         self.api::<K>()
@@ -644,10 +712,27 @@ impl TestEnv {
     where
         K: NamespacedKind + objects::Conditions,
     {
+        let (_, message) = self
+            .wait_condition::<K>(name, timeout, (type_, reason))
+            .await;
+        message
+    }
+
+    /// [`Self::condition_message`], with the object as it was then.
+    pub async fn wait_condition<K>(
+        &self,
+        name: &str,
+        timeout: Duration,
+        (type_, reason): (&str, &str),
+    ) -> (K, String)
+    where
+        K: NamespacedKind + objects::Conditions,
+    {
         let object = self
             .wait_for::<K>(name, timeout, |o| o.says((type_, reason)))
             .await;
-        object.condition(type_).unwrap().2
+        let message = object.condition(type_).unwrap().2;
+        (object, message)
     }
 
     /// Deletes the named object and waits until it is gone (its finalizer has run); on timeout,

@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 pub const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 pub const WS_B: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
 pub const WS_OTHER: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
+/// The user the API-key tests give user keys to.
+pub const USER_ID: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
 
 pub fn object<K: serde::de::DeserializeOwned>(kind: &str, name: &str, spec: Value) -> K {
     serde_json::from_value(json!({
@@ -90,6 +92,13 @@ pub fn limits(name: &str) -> Value {
 
 pub fn gateway(name: &str, secret: &str) -> Value {
     json!({"name": name, "type": "non_production", "credentialsSecretRef": {"name": secret}})
+}
+
+/// [`gateway`], rotated on demand: each new `trigger` rotates its credentials.
+pub fn rotating_gateway(name: &str, secret: &str, trigger: &str) -> Value {
+    let mut spec = gateway(name, secret);
+    spec["rotation"] = json!({ "trigger": trigger });
+    spec
 }
 
 /// The spec of an McpServer: the server `name` in `workspace`, of the McpIntegration resource
