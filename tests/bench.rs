@@ -1828,7 +1828,6 @@ fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
-/// The sum of every sample in a Prometheus `text` whose line starts with `name` (all its labels).
 /// Whether a GET of `url` succeeds within `seconds`, asked again until then.
 async fn answers_within(http: &reqwest::Client, url: &str, seconds: u64) -> bool {
     let answered = support::wait_until(Duration::from_secs(seconds), || async {
