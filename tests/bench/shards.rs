@@ -136,10 +136,7 @@ async fn terminate(operators: Vec<Operator>) {
 /// The Configs each replica reconciles now (`aigw_shard_objects{kind="Config"}`).
 async fn share(operator: &Operator) -> f64 {
     let text = operator.metrics_text().await;
-    text.lines()
-        .find(|l| l.starts_with("aigw_shard_objects{kind=\"Config\"}"))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
+    support::metric_sum(&text, r#"aigw_shard_objects{kind="Config"}"#)
 }
 
 async fn replica_figures(operators: &[Operator], n: f64) -> Vec<Value> {

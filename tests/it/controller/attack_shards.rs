@@ -206,12 +206,10 @@ impl Field {
 
 /// How many Configs `operator` acts on now (`aigw_shard_objects{kind="Config"}`).
 async fn acting_on(operator: &Operator) -> f64 {
-    let metrics = operator.metrics().await;
-    metrics
-        .lines()
-        .find(|l| l.starts_with("aigw_shard_objects{kind=\"Config\"}"))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
+    support::metric_sum(
+        &operator.metrics().await,
+        r#"aigw_shard_objects{kind="Config"}"#,
+    )
 }
 
 /// The largest number of Configs the replicas together acted on at once, sampled every 50 ms

@@ -58,14 +58,8 @@ pub(super) async fn settled(operators: &[&Operator], members: f64) {
 /// Every replica's share of Configs, once they add up to `total`, both the Configs each
 /// reconciles and those its cache holds: each Config is cached by one replica alone.
 async fn shares(operators: &[&Operator], total: usize) -> Vec<f64> {
-    let gauge = |metrics: &str, name: &str| {
-        let series = format!("{name}{{kind=\"Config\"}}");
-        metrics
-            .lines()
-            .find(|l| l.starts_with(&series))
-            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
+    let gauge =
+        |metrics: &str, name: &str| metric_sum(metrics, &format!("{name}{{kind=\"Config\"}}"));
     wait_until(WITHIN, || async {
         let (mut shares, mut cached, mut census) = (Vec::new(), Vec::new(), Vec::new());
         for operator in operators {

@@ -64,7 +64,8 @@ pub async fn metrics_text(base: &str) -> reqwest::Result<String> {
         .await
 }
 
-/// The sum of the metric `name` over every label set of a `/metrics` text.
+/// The sum of the metric `name` over every label set of a `/metrics` text; with its labels
+/// (`aigw_shard_objects{kind="Config"}`), the value of that one series (0 when absent).
 pub fn metric_sum(metrics: &str, name: &str) -> f64 {
     metrics
         .lines()
