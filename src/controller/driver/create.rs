@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use crate::api::{ApiError, Client, Listing};
 use crate::controller::driver::status::IntentStatus;
+use crate::controller::driver::verbs::Verbs;
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::now_rfc3339;
@@ -95,6 +96,26 @@ pub enum Lookup<F> {
     Absent,
     /// Nothing proves either (an incomplete list, several candidates): look again later.
     Unknown(String),
+}
+
+impl<F> Lookup<F> {
+    /// The one candidate of a listing (`complete` when it held every row) that carries what
+    /// marks the object as the create's. None in a complete listing means none was made;
+    /// several, or none in an incomplete listing, prove nothing. `what` names the objects
+    /// listed ("deployment").
+    pub fn only(candidates: impl IntoIterator<Item = F>, complete: bool, what: &str) -> Self {
+        let mut candidates: Vec<F> = candidates.into_iter().collect();
+        match candidates.len() {
+            1 => candidates.pop().map_or(Lookup::Absent, Lookup::Found),
+            0 if complete => Lookup::Absent,
+            0 => Lookup::Unknown(format!(
+                "the {what} list is incomplete (fewer rows than its total, or its pages disagree)"
+            )),
+            n => Lookup::Unknown(format!(
+                "{n} rows of the {what} list match it, so none can be claimed safely"
+            )),
+        }
+    }
 }
 
 /// How the object came to exist.
@@ -345,23 +366,12 @@ fn one_created_within<T>(
     created_at: impl Fn(&T) -> Option<&str>,
     matches: impl Fn(&T) -> bool,
 ) -> Lookup<T> {
-    let complete = listing.complete;
-    let mut candidates: Vec<T> = listing
+    let candidates = listing
         .items
         .into_iter()
         .filter(|item| matches(item))
-        .filter(|item| window.contains(created_at(item)))
-        .collect();
-    match candidates.len() {
-        1 => candidates.pop().map_or(Lookup::Absent, Lookup::Found),
-        0 if complete => Lookup::Absent,
-        0 => Lookup::Unknown(
-            "the list is incomplete (fewer rows than its total, or its pages disagree)".into(),
-        ),
-        n => Lookup::Unknown(format!(
-            "{n} objects match it, so none can be claimed safely"
-        )),
-    }
+        .filter(|item| window.contains(created_at(item)));
+    Lookup::only(candidates, listing.complete, "object")
 }
 
 /// The single object of `listing` this resource may take for the one its earlier create made
@@ -501,16 +511,20 @@ pub async fn by_slug_or_name<K: Managed, T: Candidate>(
     one_named(cx, status, &sent, listing, also, unproven).await
 }
 
-/// The lookup after an unanswered create of an object of a workspace (`listing` holds the
-/// workspace's) whose spec may name its slug: the one with the name the create sent (and the
-/// slug, when named), by [`one_named`]; `unproven` as there.
-pub async fn in_workspace<K: Managed, T: Candidate>(
-    cx: &Cx<'_, K>,
+/// The lookup after an unanswered create of an object of a workspace whose spec may name its
+/// slug: of the workspace's objects (`list` reads them), the one with the name the create sent
+/// (and the slug, when named), by [`one_named`]; `unproven` as there.
+pub async fn in_workspace<'c, K: Verbs, T: Candidate, F>(
+    cx: &'c Cx<'_, K>,
     status: &K::Status,
-    listing: Listing<T>,
     (slug, name, workspace): (Option<&str>, &str, &str),
     unproven: impl Fn(&T) -> Option<String>,
-) -> Result<Lookup<T>, Halt> {
+    list: impl FnOnce(&'c Client) -> F,
+) -> Result<Lookup<T>, Halt>
+where
+    F: Future<Output = Result<Listing<T>, ApiError>>,
+{
+    let listing = cx.read(format!("list {}s", K::WHAT), list).await?;
     let sent = sent_or(status, Some(name), Some(workspace));
     let also = |item: &T| slug.is_none_or(|slug| item.row().slug == slug);
     one_named(cx, status, &sent, listing, also, unproven).await

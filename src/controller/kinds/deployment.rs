@@ -230,11 +230,10 @@ impl OwnCalls for Deployment {
                 client.deployments().listing(&query).await
             })
             .await?;
-        let complete = listing.complete;
         // The filter is applied here too, in case the server ignores it; a deployment another
         // resource records is never taken for this one's, whatever its tags say.
         let claimed_elsewhere = cx.gate.claimed_elsewhere();
-        let mut tagged: Vec<_> = listing
+        let tagged = listing
             .items
             .into_iter()
             .filter(|d| {
@@ -244,16 +243,8 @@ impl OwnCalls for Deployment {
                     .map(String::as_str)
                     == Some(uid)
             })
-            .filter(|d| !claimed_elsewhere(&d.id))
-            .collect();
-        Ok(match tagged.len() {
-            1 => tagged.pop().map_or(Lookup::Absent, Lookup::Found),
-            0 if complete => Lookup::Absent,
-            0 => Lookup::Unknown(
-                "the deployment list is incomplete (fewer rows than its total)".into(),
-            ),
-            n => Lookup::Unknown(format!("{n} deployments carry this resource's uid tag")),
-        })
+            .filter(|d| !claimed_elsewhere(&d.id));
+        Ok(Lookup::only(tagged, listing.complete, "deployment"))
     }
 }
 

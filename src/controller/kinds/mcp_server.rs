@@ -261,11 +261,6 @@ impl OwnCalls for McpServer {
             workspace_id: Some(spec.workspace().to_string()),
             ..Default::default()
         };
-        let listing = cx
-            .read("list MCP servers", |client| async move {
-                client.mcp_servers().listing(&query).await
-            })
-            .await?;
         let slug = spec.slug.as_deref();
         let identity = (slug, spec.name.as_str(), spec.workspace());
         // The slug is asked for by this create, and a slug is unique: found with it (and the
@@ -274,7 +269,10 @@ impl OwnCalls for McpServer {
             slug.is_none()
                 .then(|| format!("MCP server {} ({})", s.slug, s.id))
         };
-        in_workspace(cx, status, listing, identity, unproven).await
+        in_workspace(cx, status, identity, unproven, |client| async move {
+            client.mcp_servers().listing(&query).await
+        })
+        .await
     }
 }
 

@@ -256,11 +256,6 @@ impl OwnCalls for Provider {
             workspace_id: Some(spec.workspace().to_string()),
             ..Default::default()
         };
-        let listing = cx
-            .read("list providers", |client| async move {
-                client.providers().listing(&query).await
-            })
-            .await?;
         // `spec.slug` narrows the search, but is no proof: someone else may hold that slug (and
         // our POST was refused for it). Only the provider our POST made counts as ours (the name
         // it sent, within its window, claimed by no other resource); any other is left to the
@@ -269,7 +264,10 @@ impl OwnCalls for Provider {
         let unproven = |p: &RemoteProvider| {
             (!ours(self, p)).then(|| format!("provider {} ({})", p.slug, p.id))
         };
-        in_workspace(cx, status, listing, identity, unproven).await
+        in_workspace(cx, status, identity, unproven, |client| async move {
+            client.providers().listing(&query).await
+        })
+        .await
     }
 }
 

@@ -435,18 +435,11 @@ impl OwnCalls for Workspace {
                     .await
             })
             .await?;
-        let mut ours = listing
+        let ours = listing
             .items
             .into_iter()
             .filter(|w| w.scope_name.as_deref() == Some(scope.name.as_str()));
-        Ok(match (ours.next(), ours.next(), listing.complete) {
-            (Some(found), None, _) => Lookup::Found(found),
-            (Some(_), Some(_), _) => {
-                Lookup::Unknown(format!("several workspaces name IAM scope {}", scope.name))
-            }
-            (None, _, true) => Lookup::Absent,
-            (None, _, false) => Lookup::Unknown("the workspace list is incomplete".into()),
-        })
+        Ok(Lookup::only(ours, listing.complete, "workspace"))
     }
 }
 
