@@ -2,7 +2,7 @@ use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateGuardrailRequest, GuardrailDetails, GuardrailList, GuardrailListQuery, GuardrailPlane,
-    GuardrailSummary, GuardrailWritten, UpdateGuardrailRequest, Validate,
+    GuardrailSummary, GuardrailWritten, ListQuery, UpdateGuardrailRequest, Validate,
 };
 use crate::api::routes::{
     GUARDRAIL_MCP_SERVER, GUARDRAIL_MCP_SERVERS, GUARDRAILS, ORG_GUARDRAIL,
@@ -52,14 +52,7 @@ impl Guardrails<'_> {
             current_page,
         };
         query.validate()?;
-        let mut pairs = Vec::new();
-        if let Some(size) = page_size {
-            pairs.push(("page_size", size.to_string()));
-        }
-        if let Some(page) = current_page {
-            pairs.push(("current_page", page.to_string()));
-        }
-        let call = Call::new(Route::mgmt(Verb::Get, GUARDRAILS, &[])).query(pairs);
+        let call = Call::new(Route::mgmt(Verb::Get, GUARDRAILS, &[])).query(query.to_pairs());
         self.client.json(call).await
     }
 
@@ -119,9 +112,7 @@ impl GuardrailsOn<'_> {
     ) -> Result<crate::api::Listing<GuardrailSummary>, ApiError> {
         let collection = routes(self.plane).collection;
         let mut pairs = vec![("page_size", PAGE_SIZE.to_string())];
-        if let Some(ws) = workspace {
-            pairs.push(("workspace_id", ws.to_string()));
-        }
+        pairs.extend(super::optional_query("workspace_id", workspace));
         super::paged(
             self.client,
             collection,

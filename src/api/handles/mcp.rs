@@ -24,9 +24,7 @@ fn capability_pairs(page: u32, kind: Option<&str>) -> Vec<(&'static str, String)
         ("page", page.max(1).to_string()),
         ("page_size", "500".into()),
     ];
-    if let Some(kind) = kind {
-        pairs.push(("type", kind.to_owned()));
-    }
+    pairs.extend(super::optional_query("type", kind));
     pairs
 }
 

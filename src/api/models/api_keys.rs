@@ -343,13 +343,7 @@ impl CreateApiKeyRequest {
 impl Validate for UpdateApiKeyRequest {
     fn validate(&self) -> Result<(), ApiError> {
         validate::some_update(self, "must set at least one field")?;
-        if self
-            .name
-            .as_ref()
-            .is_some_and(|name| name.trim().is_empty())
-        {
-            return Err(ApiError::validation("name", "must not be empty"));
-        }
+        validate::not_blank_if_set("name", self.name.as_deref())?;
         if let Some(scopes) = &self.scopes {
             validate_scopes(scopes)?;
         }

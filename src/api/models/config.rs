@@ -146,19 +146,21 @@ pub struct ConfigUpdated {
 impl Validate for CreateConfigRequest {
     fn validate(&self) -> Result<(), ApiError> {
         validate::required([("name", &self.name)])?;
-        if !self.config.is_object() {
-            return Err(ApiError::validation("config", "must be a JSON object"));
-        }
-        Ok(())
+        check_document(&self.config)
     }
 }
 
 impl Validate for UpdateConfigRequest {
     fn validate(&self) -> Result<(), ApiError> {
         validate::some_update(self, "must set at least one field")?;
-        if self.config.as_ref().is_some_and(|c| !c.is_object()) {
-            return Err(ApiError::validation("config", "must be a JSON object"));
-        }
-        Ok(())
+        self.config.as_ref().map_or(Ok(()), check_document)
     }
+}
+
+/// A routing document is a JSON object.
+fn check_document(config: &Value) -> Result<(), ApiError> {
+    if !config.is_object() {
+        return Err(ApiError::validation("config", "must be a JSON object"));
+    }
+    Ok(())
 }

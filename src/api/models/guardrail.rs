@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use serde_with::skip_serializing_none;
 
 use super::de;
+use super::query::{self, ListQuery};
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
@@ -50,6 +51,15 @@ pub struct GuardrailSummary {
 pub struct GuardrailListQuery {
     pub page_size: Option<u32>,
     pub current_page: Option<u32>,
+}
+
+impl ListQuery for GuardrailListQuery {
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        query::filters([
+            ("page_size", query::number(self.page_size)),
+            ("current_page", query::number(self.current_page)),
+        ])
+    }
 }
 
 impl Validate for GuardrailListQuery {

@@ -340,9 +340,7 @@ impl Validate for UpdateWorkspacesRequest {
             ));
         }
         for row in &self.workspaces {
-            if row.id.trim().is_empty() {
-                return Err(ApiError::validation("workspaces[].id", "is required"));
-            }
+            validate::required([("workspaces[].id", &row.id)])?;
             for (field, items) in [
                 ("workspaces[].usage_limits", &row.usage_limits),
                 ("workspaces[].rate_limits", &row.rate_limits),
@@ -363,10 +361,9 @@ impl Validate for UpdateWorkspacesRequest {
 impl Validate for UpdateModelsRequest {
     fn validate(&self) -> Result<(), ApiError> {
         validate::non_empty("models", &self.models)?;
-        match self.models.iter().find(|m| m.slug.trim().is_empty()) {
-            Some(_) => Err(ApiError::validation("models[].slug", "is required")),
-            None => Ok(()),
-        }
+        self.models
+            .iter()
+            .try_for_each(|model| validate::required([("models[].slug", &model.slug)]))
     }
 }
 

@@ -214,9 +214,7 @@ impl Validate for UpdateMcpWorkspacesRequest {
     fn validate(&self) -> Result<(), ApiError> {
         let mut seen = std::collections::HashSet::new();
         for row in &self.workspaces {
-            if row.id.trim().is_empty() {
-                return Err(ApiError::validation("workspaces.id", "must not be empty"));
-            }
+            validate::not_blank([("workspaces.id", &row.id)])?;
             if !seen.insert(&row.id) {
                 return Err(ApiError::validation(
                     "workspaces",
@@ -271,15 +269,13 @@ pub struct UpdateCapabilitiesRequest {
 impl Validate for UpdateCapabilitiesRequest {
     fn validate(&self) -> Result<(), ApiError> {
         validate::non_empty("capabilities", &self.capabilities)?;
-        for toggle in &self.capabilities {
-            if !["tool", "prompt", "resource"].contains(&toggle.kind.as_str()) {
-                return Err(ApiError::validation(
-                    "capabilities.type",
-                    "must be tool, prompt or resource",
-                ));
-            }
-        }
-        Ok(())
+        self.capabilities.iter().try_for_each(|toggle| {
+            validate::one_of(
+                "capabilities.type",
+                Some(&toggle.kind),
+                &["tool", "prompt", "resource"],
+            )
+        })
     }
 }
 
@@ -399,13 +395,11 @@ pub struct UpdateUserAccessRequest {
 
 impl Validate for UpdateUserAccessRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        match self.default_user_access.as_deref() {
-            None | Some("allow") | Some("deny") => Ok(()),
-            Some(_) => Err(ApiError::validation(
-                "default_user_access",
-                "must be allow or deny",
-            )),
-        }
+        validate::one_of(
+            "default_user_access",
+            self.default_user_access.as_deref(),
+            &["allow", "deny"],
+        )
     }
 }
 
@@ -449,8 +443,8 @@ impl Validate for SyncMcpServerMappingsRequest {
         for target in self.mcp_servers.values() {
             if let Some(run_on) = &target.run_on {
                 validate::non_empty("run_on", run_on)?;
-                if run_on.iter().any(|r| r != "input" && r != "output") {
-                    return Err(ApiError::validation("run_on", "must be input or output"));
+                for run in run_on {
+                    validate::one_of("run_on", Some(run), &["input", "output"])?;
                 }
             }
         }

@@ -124,12 +124,7 @@ impl Validate for CreateProviderRequest {
 impl Validate for UpdateProviderRequest {
     fn validate(&self) -> Result<(), ApiError> {
         validate::some_update(self, "must set at least one field")?;
-        match &self.name {
-            Some(name) if name.trim().is_empty() => {
-                Err(ApiError::validation("name", "must not be empty"))
-            }
-            _ => Ok(()),
-        }
+        validate::not_blank_if_set("name", self.name.as_deref())
     }
 }
 

@@ -59,6 +59,32 @@ pub(crate) fn not_blank<const N: usize>(fields: [(&str, &str); N]) -> Result<(),
     })
 }
 
+/// `value`, when set, must hold more than whitespace: an update's optional field that may be
+/// left out but not cleared ("must not be empty").
+pub(crate) fn not_blank_if_set(field: &str, value: Option<&str>) -> Result<(), ApiError> {
+    value.map_or(Ok(()), |value| not_blank([(field, value)]))
+}
+
+/// `value`, when set, must be one of `allowed` ("must be a, b or c").
+pub(crate) fn one_of(field: &str, value: Option<&str>, allowed: &[&str]) -> Result<(), ApiError> {
+    match value {
+        Some(v) if !allowed.contains(&v) => Err(ApiError::validation(
+            field,
+            format!("must be {}", alternatives(allowed)),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `a, b or c`.
+fn alternatives(allowed: &[&str]) -> String {
+    match allowed.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 /// Like [`not_blank`], for the fields a create requires ("is required").
 pub(crate) fn required<const N: usize>(fields: [(&str, &str); N]) -> Result<(), ApiError> {
     first_blank(fields).map_or(Ok(()), |field| {
@@ -125,4 +151,40 @@ pub(crate) fn metadata(field: &str, map: &BTreeMap<String, String>) -> Result<()
         max_chars(&format!("{field}.{key}"), Some(value), 512)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(result: Result<(), ApiError>) -> Option<(String, String)> {
+        match result {
+            Err(ApiError::Validation { field, reason }) => Some((field, reason)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn one_of_names_the_alternatives() {
+        assert!(one_of("kind", None, &["a", "b"]).is_ok());
+        assert!(one_of("kind", Some("b"), &["a", "b"]).is_ok());
+        assert_eq!(
+            reason(one_of("kind", Some("c"), &["a", "b"])),
+            Some(("kind".into(), "must be a or b".into()))
+        );
+        assert_eq!(
+            reason(one_of("kind", Some("d"), &["a", "b", "c"])),
+            Some(("kind".into(), "must be a, b or c".into()))
+        );
+    }
+
+    #[test]
+    fn an_unset_field_is_not_blank() {
+        assert!(not_blank_if_set("name", None).is_ok());
+        assert!(not_blank_if_set("name", Some("x")).is_ok());
+        assert_eq!(
+            reason(not_blank_if_set("name", Some(" "))),
+            Some(("name".into(), "must not be empty".into()))
+        );
+    }
 }

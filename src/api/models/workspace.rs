@@ -142,9 +142,7 @@ impl UpdateWorkspaceRequest {
 impl Validate for UpdateWorkspaceRequest {
     fn validate(&self) -> Result<(), ApiError> {
         validate::some_update(self, "names no field to update")?;
-        if self.name.as_ref().is_some_and(|n| n.trim().is_empty()) {
-            return Err(ApiError::validation("name", "must not be empty"));
-        }
+        validate::not_blank_if_set("name", self.name.as_deref())?;
         validate::max_chars("description", self.description.as_deref(), 1024)
     }
 }
