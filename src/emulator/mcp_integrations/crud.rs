@@ -10,11 +10,10 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::store::{
-    AccessRow, McpIntegrationRecord, McpIntegrationsState, OBJECT, pending_metadata,
-};
+use super::store::{McpIntegrationRecord, McpIntegrationsState, OBJECT, pending_metadata};
 use crate::emulator::{
     common::{
+        access::{self, WorkspaceAccess},
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
         fields::{self, IdRule, JsonObject, Object},
@@ -194,7 +193,7 @@ pub(super) async fn workspaces(
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     reply_one(&state, &state.store, &key, |record| {
-        let rows: Vec<Value> = record.rows.iter().map(AccessRow::row).collect();
+        let rows: Vec<Value> = record.rows.iter().map(WorkspaceAccess::row).collect();
         if query.contains_key("version") {
             let data: Vec<Value> = rows
                 .into_iter()
@@ -247,32 +246,16 @@ pub(super) async fn update_workspaces(
     let mut store = lock(&state.store);
     let record = store.get_mut(&state, &key)?;
     if overriding {
-        for row in record.rows.iter_mut().filter(|r| !seen.contains(&r.id)) {
-            if row.enabled {
-                row.enabled = false;
-                row.last_updated_at = touched(&row.last_updated_at);
-                row.writes += 1;
-            }
-        }
+        access::disable_unlisted(&mut record.rows, |id| seen.contains(id));
     }
     for (id, enabled) in rows {
         let row = records::upsert(
             &mut record.rows,
             |r| r.id == id,
-            || {
-                let created = now();
-                AccessRow {
-                    id: id.clone(),
-                    enabled: false,
-                    created_at: created.clone(),
-                    last_updated_at: created,
-                    writes: 0,
-                }
-            },
+            || WorkspaceAccess::new(id.clone(), false),
         );
         row.enabled = enabled;
-        row.last_updated_at = touched(&row.last_updated_at);
-        row.writes += 1;
+        row.touch();
     }
     if let Some(global) = global {
         record.global_access = Some(global).filter(|g| !g.is_null());
