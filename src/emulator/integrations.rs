@@ -517,9 +517,7 @@ pub async fn create(
     let name = fields::req_str(&body, "name")?;
     let ai_provider_id = fields::req_str(&body, "ai_provider_id")?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
-    let workspace = IdRule::UuidOrSlug
-        .opt_field(&body, "workspace_id")?
-        .filter(|ws| !ws.is_empty());
+    let workspace = IdRule::UuidOrSlug.opt_nonempty(&body, "workspace_id")?;
     let slug = opt_slug(&body, "slug")?;
     let default_slug = opt_slug(&body, "default_provider_slug")?;
     let default_provider = fields::opt_bool(&body, "create_default_provider")?.unwrap_or(true);

@@ -49,9 +49,7 @@ pub(super) async fn create(
     let auth_type = policy_fields::required_enum(&body, "auth_type", AUTH_TYPES)?;
     let transport = policy_fields::required_enum(&body, "transport", TRANSPORTS)?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
-    let workspace = IdRule::UuidOrSlug
-        .opt_field(&body, "workspace_id")?
-        .filter(|w| !w.is_empty());
+    let workspace = IdRule::UuidOrSlug.opt_nonempty(&body, "workspace_id")?;
     let slug = fields::opt_str(&body, "slug")?;
     if slug.as_deref().is_some_and(|s| !valid_slug(s)) {
         return Err(EmulatorError::validation(
