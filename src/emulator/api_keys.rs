@@ -600,9 +600,7 @@ async fn create(
     }
     let (read_type, organisation) = key_type(&body, kind)?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
-    let workspace_id = IdRule::UuidOrSlug
-        .opt_field(&body, "workspace_id")?
-        .filter(|id| !id.is_empty());
+    let workspace_id = IdRule::UuidOrSlug.opt_nonempty(&body, "workspace_id")?;
     if organisation && workspace_id.is_some() {
         return Err(EmulatorError::validation(
             "an organisation key takes no workspace_id",

@@ -225,8 +225,7 @@ pub async fn create(
     let name = fields::req_str(&body, "name")?;
     let document = fields::req_object(&body, "config")?;
     let workspace_id = IdRule::Uuid
-        .opt_field(&body, "workspace_id")?
-        .filter(|id| !id.is_empty())
+        .opt_nonempty(&body, "workspace_id")?
         .unwrap_or_else(|| state.default_workspace_id.clone());
     let is_default = match fields::opt_bool(&body, "is_default")? {
         Some(flag) => flag,

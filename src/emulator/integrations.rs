@@ -43,6 +43,7 @@ use axum::{
 use serde_json::{Map, Value, json};
 
 use super::common::{
+    access::{self, WorkspaceAccess},
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, JsonObject, Object},
@@ -131,20 +132,14 @@ pub struct IntegrationRecord {
     pub key_writes: u64,
 }
 
-/// One workspace's access to an integration.
+/// One workspace's access to an integration, with the limits that apply in it.
 pub struct AccessRow {
-    /// The workspace as the request named it (UUID or slug; FACTS-more §8.4).
-    pub id: String,
-    pub enabled: bool,
+    pub access: WorkspaceAccess,
     /// `null` or an array of at most one usage-limits object.
     pub usage_limits: Value,
     /// `null` or an array of at most one rate-limits object.
     pub rate_limits: Value,
-    pub created_at: String,
-    pub last_updated_at: String,
     pub last_reset_at: Option<String>,
-    /// Requests that wrote this row.
-    pub writes: u64,
 }
 
 /// One model the integration exposes.
@@ -163,32 +158,22 @@ pub struct ModelRow {
 }
 
 impl AccessRow {
-    pub fn new(id: String) -> Self {
-        let at = now();
+    pub fn new(id: String, enabled: bool) -> Self {
         Self {
-            id,
-            enabled: false,
+            access: WorkspaceAccess::new(id, enabled),
             usage_limits: Value::Null,
             rate_limits: Value::Null,
-            created_at: at.clone(),
-            last_updated_at: at,
             last_reset_at: None,
-            writes: 0,
         }
     }
 
-    /// The live row: `status` follows `enabled` (`archived` once disabled).
+    /// The live row: the access fields with the limits and `last_reset_at`.
     pub fn row(&self) -> Value {
-        json!({
-            "id": self.id,
-            "enabled": self.enabled,
-            "usage_limits": self.usage_limits,
-            "rate_limits": self.rate_limits,
-            "status": if self.enabled { "active" } else { "archived" },
-            "created_at": self.created_at,
-            "last_updated_at": self.last_updated_at,
-            "last_reset_at": self.last_reset_at,
-        })
+        let mut row = self.access.row();
+        row["usage_limits"] = self.usage_limits.clone();
+        row["rate_limits"] = self.rate_limits.clone();
+        row["last_reset_at"] = json!(self.last_reset_at);
+        row
     }
 }
 
@@ -288,7 +273,7 @@ impl IntegrationRecord {
     }
 
     fn enabled_rows(&self) -> usize {
-        self.workspaces.iter().filter(|row| row.enabled).count()
+        access::enabled_count(self.workspaces.iter().map(|row| &row.access))
     }
 
     /// A row of the list (FACTS-more §3: [PANW] `IntegrationList` plus the live extras).
@@ -361,7 +346,7 @@ impl IntegrationRecord {
             || self
                 .workspaces
                 .iter()
-                .any(|row| row.enabled && row.id == workspace)
+                .any(|row| row.access.enabled && row.access.id == workspace)
     }
 
     /// The state dump: the read with the key and configurations in clear, the key write
@@ -374,11 +359,7 @@ impl IntegrationRecord {
         value["workspaces"] = self
             .workspaces
             .iter()
-            .map(|row| {
-                let mut shown = row.row();
-                shown["writes"] = json!(row.writes);
-                shown
-            })
+            .map(|row| access::with_writes(row.row(), row.access.writes))
             .collect();
         value["models"] = self.models.iter().map(ModelRow::row).collect();
         value
@@ -415,11 +396,9 @@ impl IntegrationStore {
         record.configurations = fields::opt_object(item, "configurations")?.unwrap_or_default();
         record.workspace_id = fields::nullable_str(item, "workspace_id");
         record.last_updated_at = fields::nullable_str(item, "last_updated_at");
-        for (id, enabled) in fields::seeded_access(item) {
-            let mut access = AccessRow::new(id);
-            access.enabled = enabled;
-            record.workspaces.push(access);
-        }
+        record.workspaces = fields::seeded_access(item)
+            .map(|(id, enabled)| AccessRow::new(id, enabled))
+            .collect();
         Ok(self.insert_seeded(record))
     }
 }
@@ -538,9 +517,7 @@ pub async fn create(
     let name = fields::req_str(&body, "name")?;
     let ai_provider_id = fields::req_str(&body, "ai_provider_id")?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
-    let workspace = IdRule::UuidOrSlug
-        .opt_field(&body, "workspace_id")?
-        .filter(|ws| !ws.is_empty());
+    let workspace = IdRule::UuidOrSlug.opt_nonempty(&body, "workspace_id")?;
     let slug = opt_slug(&body, "slug")?;
     let default_slug = opt_slug(&body, "default_provider_slug")?;
     let default_provider = fields::opt_bool(&body, "create_default_provider")?.unwrap_or(true);
@@ -707,18 +684,17 @@ impl RowUpdate {
     fn apply(self, rows: &mut Vec<AccessRow>) -> bool {
         let row = records::upsert(
             rows,
-            |r| r.id == self.id,
-            || AccessRow::new(self.id.clone()),
+            |r| r.access.id == self.id,
+            || AccessRow::new(self.id.clone(), false),
         );
-        let newly_enabled = self.enabled && !row.enabled;
-        row.enabled = self.enabled;
+        let newly_enabled = self.enabled && !row.access.enabled;
+        row.access.enabled = self.enabled;
         fields::set(&mut row.usage_limits, self.usage_limits);
         fields::set(&mut row.rate_limits, self.rate_limits);
         if self.reset_usage {
             row.last_reset_at = Some(now());
         }
-        row.last_updated_at = touched(&row.last_updated_at);
-        row.writes += 1;
+        row.access.touch();
         newly_enabled
     }
 }
@@ -764,18 +740,9 @@ pub async fn update_workspaces(
     let mut store = lock(&state.integrations);
     let record = store.get_mut(&state, &id)?;
     if overriding {
-        let listed: HashSet<String> = rows.iter().map(|r| r.id.clone()).collect();
-        for row in record
-            .workspaces
-            .iter_mut()
-            .filter(|r| !listed.contains(&r.id))
-        {
-            if row.enabled {
-                row.enabled = false;
-                row.last_updated_at = touched(&row.last_updated_at);
-                row.writes += 1;
-            }
-        }
+        access::disable_unlisted(record.workspaces.iter_mut().map(|r| &mut r.access), |id| {
+            seen.contains(id)
+        });
     }
     let mut enabled = Vec::new();
     for row in rows {

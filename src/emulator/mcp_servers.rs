@@ -229,8 +229,7 @@ async fn create(
     let name = fields::req_str_max(&body, "name", 255)?;
     let integration_key = fields::req_str(&body, "mcp_integration_id")?;
     let workspace_key = IdRule::UuidOrSlug
-        .opt_field(&body, "workspace_id")?
-        .filter(|w| !w.is_empty())
+        .opt_nonempty(&body, "workspace_id")?
         .unwrap_or_else(|| state.common.default_workspace_id.clone());
     let slug = fields::opt_str(&body, "slug")?;
     if slug

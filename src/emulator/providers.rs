@@ -234,8 +234,7 @@ pub async fn create(
     let name = fields::req_str(&body, "name")?;
     let integration = fields::req_str(&body, "integration_id")?;
     let workspace = IdRule::UuidOrSlug
-        .opt_field(&body, "workspace_id")?
-        .filter(|ws| !ws.is_empty())
+        .opt_nonempty(&body, "workspace_id")?
         .unwrap_or_else(|| state.default_workspace_id.clone());
     let slug = opt_slug(&body, "slug")?;
     let note = fields::opt_str(&body, "note")?;

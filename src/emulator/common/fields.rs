@@ -314,6 +314,12 @@ impl IdRule {
         Ok(text)
     }
 
+    /// [`opt_field`](Self::opt_field), an empty string counting as absent (as creates take an
+    /// empty `workspace_id`).
+    pub fn opt_nonempty(self, body: &Object, param: &'static str) -> ApiResult<Option<String>> {
+        Ok(self.opt_field(body, param)?.filter(|text| !text.is_empty()))
+    }
+
     /// Checks an optional query filter and answers it (an empty one counts as absent, as the
     /// lists treat it).
     pub fn filter<'a>(

@@ -4,8 +4,10 @@
 //! store of records by id or slug (`records`), the routes of a collection (`routes`), read shapes
 //! (`normalise`), the fault switches (`faults`) and the middleware that applies them with the
 //! statistics (`middleware`), bearer and OAuth2 authentication (`auth`), ids and slugs (`ids`),
-//! the API's clock (`clock`) and the killable listener (`listener`).
+//! the API's clock (`clock`), the killable listener (`listener`) and the workspace access rows of
+//! integrations (`access`).
 
+pub mod access;
 pub mod auth;
 pub mod clock;
 pub mod errors;

@@ -10,11 +10,10 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::store::{
-    AccessRow, McpIntegrationRecord, McpIntegrationsState, OBJECT, pending_metadata,
-};
+use super::store::{McpIntegrationRecord, McpIntegrationsState, OBJECT, pending_metadata};
 use crate::emulator::{
     common::{
+        access::{self, WorkspaceAccess},
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
         fields::{self, IdRule, JsonObject, Object},
@@ -50,9 +49,7 @@ pub(super) async fn create(
     let auth_type = policy_fields::required_enum(&body, "auth_type", AUTH_TYPES)?;
     let transport = policy_fields::required_enum(&body, "transport", TRANSPORTS)?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
-    let workspace = IdRule::UuidOrSlug
-        .opt_field(&body, "workspace_id")?
-        .filter(|w| !w.is_empty());
+    let workspace = IdRule::UuidOrSlug.opt_nonempty(&body, "workspace_id")?;
     let slug = fields::opt_str(&body, "slug")?;
     if slug.as_deref().is_some_and(|s| !valid_slug(s)) {
         return Err(EmulatorError::validation(
@@ -194,7 +191,7 @@ pub(super) async fn workspaces(
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     reply_one(&state, &state.store, &key, |record| {
-        let rows: Vec<Value> = record.rows.iter().map(AccessRow::row).collect();
+        let rows: Vec<Value> = record.rows.iter().map(WorkspaceAccess::row).collect();
         if query.contains_key("version") {
             let data: Vec<Value> = rows
                 .into_iter()
@@ -247,32 +244,16 @@ pub(super) async fn update_workspaces(
     let mut store = lock(&state.store);
     let record = store.get_mut(&state, &key)?;
     if overriding {
-        for row in record.rows.iter_mut().filter(|r| !seen.contains(&r.id)) {
-            if row.enabled {
-                row.enabled = false;
-                row.last_updated_at = touched(&row.last_updated_at);
-                row.writes += 1;
-            }
-        }
+        access::disable_unlisted(&mut record.rows, |id| seen.contains(id));
     }
     for (id, enabled) in rows {
         let row = records::upsert(
             &mut record.rows,
             |r| r.id == id,
-            || {
-                let created = now();
-                AccessRow {
-                    id: id.clone(),
-                    enabled: false,
-                    created_at: created.clone(),
-                    last_updated_at: created,
-                    writes: 0,
-                }
-            },
+            || WorkspaceAccess::new(id.clone(), false),
         );
         row.enabled = enabled;
-        row.last_updated_at = touched(&row.last_updated_at);
-        row.writes += 1;
+        row.touch();
     }
     if let Some(global) = global {
         record.global_access = Some(global).filter(|g| !g.is_null());

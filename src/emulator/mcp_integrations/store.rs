@@ -4,6 +4,7 @@ use serde_json::{Map, Value, json};
 
 use crate::emulator::{
     common::{
+        access::{self, WorkspaceAccess},
         clock::now,
         errors::ApiResult,
         fields::{self, Object},
@@ -45,32 +46,11 @@ pub struct McpIntegrationRecord {
     pub created_at: String,
     pub last_updated_at: String,
     pub global_access: Option<Value>,
-    pub rows: Vec<AccessRow>,
+    pub rows: Vec<WorkspaceAccess>,
     pub capabilities: Vec<Capability>,
     pub metadata: Object,
     /// Requests that wrote `configurations`.
     pub configuration_writes: u64,
-}
-
-/// One workspace's access; never deleted.
-pub struct AccessRow {
-    pub id: String,
-    pub enabled: bool,
-    pub created_at: String,
-    pub last_updated_at: String,
-    pub writes: u64,
-}
-
-impl AccessRow {
-    pub(super) fn row(&self) -> Value {
-        json!({
-            "id": self.id,
-            "enabled": self.enabled,
-            "status": if self.enabled { "active" } else { "archived" },
-            "created_at": self.created_at,
-            "last_updated_at": self.last_updated_at,
-        })
-    }
 }
 
 /// A discovered tool, prompt or resource.
@@ -148,7 +128,7 @@ impl McpIntegrationRecord {
         let mut row = self.detail();
         row["configurations"] = json!(Value::Object(masked(&self.configurations)).to_string());
         row["organisation_id"] = json!(self.organisation_id);
-        row["workspaces_count"] = json!(self.rows.iter().filter(|r| r.enabled).count());
+        row["workspaces_count"] = json!(access::enabled_count(&self.rows));
         let summary: Map<String, Value> = [
             "title",
             "description",
@@ -203,11 +183,7 @@ impl McpIntegrationRecord {
         value["workspaces"] = self
             .rows
             .iter()
-            .map(|r| {
-                let mut row = r.row();
-                row["writes"] = json!(r.writes);
-                row
-            })
+            .map(|r| access::with_writes(r.row(), r.writes))
             .collect();
         value["capabilities"] = self.capabilities.iter().map(Capability::item).collect();
         value["metadata"] = Value::Object(self.metadata.clone());
@@ -235,13 +211,7 @@ impl McpIntegrationStore {
         let (key, name) = self.seed_key(common, item, "seeded MCP integration")?;
         let at = now();
         let rows = fields::seeded_access(item)
-            .map(|(id, enabled)| AccessRow {
-                id,
-                enabled,
-                created_at: at.clone(),
-                last_updated_at: at.clone(),
-                writes: 0,
-            })
+            .map(|(id, enabled)| WorkspaceAccess::new(id, enabled))
             .collect();
         let capabilities = fields::opt_str_list(item, "tools")?
             .unwrap_or_default()

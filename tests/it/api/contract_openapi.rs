@@ -1087,7 +1087,7 @@ async fn usage_limit_responses_match_the_spec() {
 /// operation's parameters.
 #[tokio::test]
 async fn telemetry_responses_match_the_fragments() {
-    use aigw::api::TelemetryQuery;
+    use aigw::api::{GroupDimension, TelemetryQuery};
 
     let mut h = Harness::start_with(Spec::load_fixture(TELEMETRY)).await;
     let workspace = "ws-contract";
@@ -1178,14 +1178,9 @@ async fn telemetry_responses_match_the_fragments() {
         url.query().unwrap_or_default().to_owned()
     };
     let groups = "GET /logs/groups/{dimension}";
-    for dimension in [
-        "ai_service",
-        "model",
-        "api_key",
-        "provider",
-        "status_code",
-        "users",
-    ] {
+    // Every dimension the client asks for, and `users` (its own read, the same operation).
+    let dimensions = GroupDimension::ALL.iter().map(|d| d.as_str());
+    for dimension in dimensions.chain(["users"]) {
         for query in [&window, &filtered, &empty] {
             let path = format!(
                 "/ai_gw/v2/logs/groups/{dimension}?{}&columns=cost,avg_latency,avg_tokens,total_tokens,success_rate,last_seen",
