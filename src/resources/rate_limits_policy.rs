@@ -261,10 +261,12 @@ impl RateLimitsPolicySpec {
             description: None,
             conditions: PolicyCondition::all_to_api(&self.conditions),
             group_by: GroupBy::all_to_api(&self.group_by),
-            limit_type: self.type_.to_api(),
-            unit: self.unit,
-            value: self.value,
-            target: self.target,
+            limit: api::RateLimit {
+                limit_type: self.type_.to_api(),
+                unit: self.unit,
+                value: self.value,
+                target: self.target,
+            },
             workspace_id: self.identity.workspace_id.clone(),
             organisation_id: None,
         }

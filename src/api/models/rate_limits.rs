@@ -70,12 +70,10 @@ pub struct CreateRateLimitsPolicyRequest {
     pub description: Option<String>,
     pub conditions: Vec<Condition>,
     pub group_by: Vec<GroupBy>,
-    #[serde(rename = "type")]
-    pub limit_type: RateLimitType,
-    pub unit: RateLimitUnit,
-    #[serde(serialize_with = "de::whole_f64")]
-    pub value: f64,
-    pub target: Option<RateLimitTarget>,
+    /// What it counts, per what and how many: the block reads return as a policy's
+    /// [`LimitsPolicy::limit`].
+    #[serde(flatten)]
+    pub limit: RateLimit,
     /// Workspace id or slug.
     pub workspace_id: Option<String>,
     pub organisation_id: Option<String>,
@@ -131,7 +129,7 @@ impl Validate for CreateRateLimitsPolicyRequest {
         validate::max_chars("description", self.description.as_deref(), 500)?;
         validate::non_empty("conditions", &self.conditions)?;
         validate::non_empty("group_by", &self.group_by)?;
-        validate::non_negative("value", Some(self.value))
+        validate::non_negative("value", Some(self.limit.value))
     }
 }
 

@@ -543,10 +543,12 @@ fn rate_limits_policy_models() {
         group_by: vec![GroupBy {
             key: "api_key".into(),
         }],
-        limit_type: RateLimitType::Tokens,
-        unit: RateLimitUnit::Rpw,
-        value: 5.0,
-        target: Some(RateLimitTarget::McpTools),
+        limit: RateLimit {
+            limit_type: RateLimitType::Tokens,
+            unit: RateLimitUnit::Rpw,
+            value: 5.0,
+            target: Some(RateLimitTarget::McpTools),
+        },
         workspace_id: Some("ws".into()),
         organisation_id: None,
     };

@@ -11,8 +11,8 @@ use aigw::api::{
     ApiError, Client, ClientConfig, Condition, CreateConfigRequest, CreateDeploymentRequest,
     CreateRateLimitsPolicyRequest, DeploymentAuthSettingsInput, DeploymentListQuery,
     DeploymentStatus, DeploymentType, GroupBy, Includable, ItemStatus, OneOrMany, OutputItem,
-    PolicyStatus, RateLimitType, RateLimitUnit, RateLimitsListQuery, RequestObserver, RetryPolicy,
-    SecretString, StaticToken, TokenFuture, TokenSource, UpdateConfigRequest,
+    PolicyStatus, RateLimit, RateLimitType, RateLimitUnit, RateLimitsListQuery, RequestObserver,
+    RetryPolicy, SecretString, StaticToken, TokenFuture, TokenSource, UpdateConfigRequest,
     UpdateDeploymentRequest, UpdateRateLimitsPolicyRequest, VectorStoreFileStatus,
 };
 use serde_json::{Value, json};
@@ -104,10 +104,12 @@ fn policy_request(name: &str) -> CreateRateLimitsPolicyRequest {
         group_by: vec![GroupBy {
             key: "api_key".into(),
         }],
-        limit_type: RateLimitType::Requests,
-        unit: RateLimitUnit::Rpm,
-        value: 100.0,
-        target: None,
+        limit: RateLimit {
+            limit_type: RateLimitType::Requests,
+            unit: RateLimitUnit::Rpm,
+            value: 100.0,
+            target: None,
+        },
         workspace_id: None,
         organisation_id: None,
     }
