@@ -399,6 +399,7 @@ pub async fn one_of_ours<K: Managed, T>(
     listing
         .items
         .retain(|item| !keys(item).into_iter().any(&claimed_elsewhere));
+    let complete = listing.complete;
     let found = match one_created_within(
         listing,
         Window::of(status, cx.ctx.call_windows),
@@ -417,6 +418,13 @@ pub async fn one_of_ours<K: Managed, T>(
     let Some(what) = unproven(&found) else {
         return Ok(Lookup::Found(found));
     };
+    // Nothing proves the match ours, so it is the one only if no other namesake made in the
+    // window hides among the rows an incomplete listing left out.
+    if !complete {
+        return Ok(Lookup::Unknown(format!(
+            "{what} may be what the create made, but the list is incomplete, so another namesake made in its window may be among the rows it left out"
+        )));
+    }
     match cx.gate.adopting("the namesake", &what).await {
         Ok(()) => Ok(Lookup::Found(found)),
         Err(Error::NotAllowed { reason, .. }) => Err(Error::not_allowed(
@@ -679,6 +687,17 @@ mod tests {
         assert!(matches!(day_later, Lookup::Absent), "{day_later:?}");
         let within = lookup(vec![Row("a", "2026-01-01T00:01:05Z")], true);
         assert!(matches!(within, Lookup::Found(_)), "{within:?}");
+    }
+
+    #[test]
+    fn only_one_candidate_is_found_and_only_a_complete_list_proves_none() {
+        let only = |rows: &[&'static str], complete| Lookup::only(rows.to_vec(), complete, "x");
+        assert!(matches!(only(&["a"], true), Lookup::Found("a")));
+        assert!(matches!(only(&["a"], false), Lookup::Found("a")));
+        assert!(matches!(only(&[], true), Lookup::Absent));
+        assert!(matches!(only(&[], false), Lookup::Unknown(m) if m.contains("incomplete")));
+        assert!(matches!(only(&["a", "b"], true), Lookup::Unknown(m) if m.starts_with("2 rows")));
+        assert!(matches!(only(&["a", "b"], false), Lookup::Unknown(_)));
     }
 
     #[test]

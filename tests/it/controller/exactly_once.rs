@@ -126,6 +126,40 @@ async fn a_capped_list_is_never_proof_of_absence() {
 }
 
 #[tokio::test]
+async fn a_capped_list_never_proves_an_unmarked_match_ours() {
+    let h = Harness::start_with("eo-capped-one", Duration::from_secs(2)).await;
+    let lost = json!({"drop_after_commit_rate": 1.0});
+    create_under::<Config>(&h, lost, ("seen", routing("seen")), CONFIG_POST).await;
+    // A config made after ours: a list capped at one row shows ours and leaves this one out.
+    // A config keeps no marker of its create, so the one namesake in sight proves nothing while
+    // another could hide among the rows left out.
+    h.post(
+        "/_emulator/seed",
+        json!({"configs": [{"name": "bystander", "config": {"retry": {"attempts": 1}}}]}),
+    )
+    .await;
+    h.faults(json!({"list_cap": 1})).await;
+    h.wait_for::<Config>("seen", WAIT, |c| {
+        c.not_ready_with("CreateOutcomeUnknown")
+            && c.condition("Ready")
+                .is_some_and(|(_, _, m)| m.contains("incomplete"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let held = h.env.get::<Config>("seen").await;
+    assert!(
+        held.status.as_ref().is_some_and(|s| s.id.is_none()),
+        "the match in a capped list was taken: {:?}",
+        held.status
+    );
+    assert_eq!(h.count(CONFIG_POST).await, 1, "a second POST on a guess");
+    ready_once_healed::<Config>(&h, "seen", WAIT).await;
+    assert_eq!(h.remote_records("configs", "name", "seen").await.len(), 1);
+    assert_eq!(h.count(CONFIG_POST).await, 1);
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn an_unreadable_create_answer_loses_neither_object_nor_credentials() {
     let h = Harness::start_with("eo-garbage", Duration::from_secs(2)).await;
     let garbage = json!({"garbage_2xx_rate": 1.0});
