@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aigw::resources::common::CreateIntent;
+use aigw::resources::config::ConfigStatus;
 use aigw::resources::{ApiKey, Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
@@ -55,6 +56,27 @@ async fn ready_once_healed<K: NamespacedKind + Conditions>(
 ) -> K {
     h.faults(json!({})).await;
     h.wait_for::<K>(name, within, |o| o.ready()).await
+}
+
+/// The status of Config `name`, whose create answer was lost, once a capped list has held it
+/// as `CreateOutcomeUnknown` a while with no second POST.
+async fn held_by_a_capped_list(h: &Harness, name: &str) -> Option<ConfigStatus> {
+    h.wait_for::<Config>(name, WAIT, |c| {
+        c.not_ready_with("CreateOutcomeUnknown")
+            && c.condition("Ready")
+                .is_some_and(|(_, _, m)| m.contains("incomplete"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.count(CONFIG_POST).await, 1, "a second POST on a guess");
+    h.env.get::<Config>(name).await.status
+}
+
+/// Heals the emulator; Config `name` then ends Ready, made by its one POST.
+async fn made_once_when_healed(h: &Harness, name: &str) {
+    ready_once_healed::<Config>(h, name, WAIT).await;
+    assert_eq!(h.remote_records("configs", "name", name).await.len(), 1);
+    assert_eq!(h.count(CONFIG_POST).await, 1);
 }
 
 #[tokio::test]
@@ -111,17 +133,8 @@ async fn a_capped_list_is_never_proof_of_absence() {
     create_under::<Config>(&h, lost, ("capped", routing("capped")), CONFIG_POST).await;
     // The answer was lost; now the list is capped below its total.
     h.faults(json!({"list_cap": 0})).await;
-    h.wait_for::<Config>("capped", WAIT, |c| {
-        c.not_ready_with("CreateOutcomeUnknown")
-            && c.condition("Ready")
-                .is_some_and(|(_, _, m)| m.contains("incomplete"))
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(h.count(CONFIG_POST).await, 1, "a second POST on a guess");
-    ready_once_healed::<Config>(&h, "capped", WAIT).await;
-    assert_eq!(h.remote_records("configs", "name", "capped").await.len(), 1);
-    assert_eq!(h.count(CONFIG_POST).await, 1);
+    held_by_a_capped_list(&h, "capped").await;
+    made_once_when_healed(&h, "capped").await;
     h.stop().await;
 }
 
@@ -139,23 +152,12 @@ async fn a_capped_list_never_proves_an_unmarked_match_ours() {
     )
     .await;
     h.faults(json!({"list_cap": 1})).await;
-    h.wait_for::<Config>("seen", WAIT, |c| {
-        c.not_ready_with("CreateOutcomeUnknown")
-            && c.condition("Ready")
-                .is_some_and(|(_, _, m)| m.contains("incomplete"))
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let held = h.env.get::<Config>("seen").await;
+    let held = held_by_a_capped_list(&h, "seen").await;
     assert!(
-        held.status.as_ref().is_some_and(|s| s.id.is_none()),
-        "the match in a capped list was taken: {:?}",
-        held.status
+        held.as_ref().is_some_and(|s| s.id.is_none()),
+        "the match in a capped list was taken: {held:?}"
     );
-    assert_eq!(h.count(CONFIG_POST).await, 1, "a second POST on a guess");
-    ready_once_healed::<Config>(&h, "seen", WAIT).await;
-    assert_eq!(h.remote_records("configs", "name", "seen").await.len(), 1);
-    assert_eq!(h.count(CONFIG_POST).await, 1);
+    made_once_when_healed(&h, "seen").await;
     h.stop().await;
 }
 
