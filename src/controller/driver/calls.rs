@@ -193,9 +193,9 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
         let tenant = kind.before_remote_delete(cx).await;
         H::delete(client, key, tenant.as_deref()).await
     }
-    /// The organisation's object with the slug the create sent (the spec's named remote object:
-    /// a deterministic identity), else the one with the name it sent, created within its
-    /// window, claimed by no other resource, in a complete listing ([`by_slug_or_name`]).
+    /// The organisation's object with the name the create sent (and the slug, when the spec
+    /// names one), created within its window, claimed by no other resource, in a complete
+    /// listing, and taken only under the adoption grant ([`by_slug_or_name`]).
     async fn find_created(
         kind: &K,
         cx: &Cx<'_, K>,

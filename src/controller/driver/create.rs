@@ -315,6 +315,11 @@ impl Window {
         Self { since, until }
     }
 
+    /// Whether a row's `created_at` is a time a window can hold.
+    fn readable(created_at: Option<&str>) -> bool {
+        created_at.is_some_and(|t| t.parse::<jiff::Timestamp>().is_ok())
+    }
+
     fn contains(&self, created_at: Option<&str>) -> bool {
         let Some(at) = created_at.and_then(|t| t.parse::<jiff::Timestamp>().ok()) else {
             // Without a time the match is only by name: not enough to claim it.
@@ -366,10 +371,22 @@ fn one_created_within<T>(
     created_at: impl Fn(&T) -> Option<&str>,
     matches: impl Fn(&T) -> bool,
 ) -> Lookup<T> {
-    let candidates = listing
+    let matched: Vec<T> = listing
         .items
         .into_iter()
         .filter(|item| matches(item))
+        .collect();
+    if matched
+        .iter()
+        .any(|item| !Window::readable(created_at(item)))
+    {
+        // Without its time such a row may be the create's or not: never proof of absence.
+        return Lookup::Unknown(
+            "a listed object that matches it has no readable creation time, so whether the create made it cannot be told".into(),
+        );
+    }
+    let candidates = matched
+        .into_iter()
         .filter(|item| window.contains(created_at(item)));
     Lookup::only(candidates, listing.complete, "object")
 }
@@ -490,10 +507,10 @@ impl Candidate for crate::api::McpServer {
 }
 
 /// The lookup after an unanswered create of an object whose spec may name the slug it is made
-/// with (`slug`). A slug is unique, so the row of that slug is the one, and none in a complete
-/// list means none was made. Without a slug: the row with the name the create sent (`also`
-/// narrowing it further), made in the create's window, by [`one_of_ours`]; the API keeps no
-/// marker of a create on these objects, so such a match is never proven (`what` names it).
+/// with (`slug`): the row with the name the create sent (and that slug, when named; `also`
+/// narrowing it further), made in the create's window, by [`one_of_ours`]. A slug is unique but
+/// chosen by whoever creates, so another party may hold it: the API keeps no marker of a create
+/// on these objects, so such a match is never proven (`what` names it).
 pub async fn by_slug_or_name<K: Managed, T: Candidate>(
     cx: &Cx<'_, K>,
     status: &K::Status,
@@ -502,21 +519,10 @@ pub async fn by_slug_or_name<K: Managed, T: Candidate>(
     what: &str,
     also: impl Fn(&T) -> bool,
 ) -> Result<Lookup<T>, Halt> {
-    if let Some(slug) = slug {
-        let complete = listing.complete;
-        let found = listing
-            .items
-            .into_iter()
-            .find(|item| item.row().slug == slug);
-        return Ok(match (found, complete) {
-            (Some(found), _) => Lookup::Found(found),
-            (None, true) => Lookup::Absent,
-            (None, false) => Lookup::Unknown(format!("the {what} list is incomplete")),
-        });
-    }
     let sent = sent_or(status, Some(name), None);
     let unproven = |item: &T| Some(format!("{what} {} ({})", item.row().slug, item.row().id));
-    one_named(cx, status, &sent, listing, also, unproven).await
+    let named = |item: &T| slug.is_none_or(|slug| item.row().slug == slug) && also(item);
+    one_named(cx, status, &sent, listing, named, unproven).await
 }
 
 /// The lookup after an unanswered create of an object of a workspace whose spec may name its
@@ -657,6 +663,14 @@ mod tests {
             true,
         );
         assert!(matches!(found, Lookup::Found(Row("a", _))));
+    }
+
+    #[test]
+    fn a_match_without_a_readable_time_is_unknown_never_absent() {
+        let untimed = lookup(vec![Row("a", "2026-01-01T00:00:11")], true);
+        assert!(matches!(untimed, Lookup::Unknown(m) if m.contains("creation time")));
+        let other = lookup(vec![Row("b", "")], true);
+        assert!(matches!(other, Lookup::Absent), "{other:?}");
     }
 
     #[test]

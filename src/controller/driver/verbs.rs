@@ -151,10 +151,11 @@ pub trait Verbs: Managed {
         None
     }
     /// With [`Naming::CreatesAs`]: whether `remote`, found by the named identity while a create
-    /// is in flight, is what that create made (it carries what the create sent, and this
-    /// resource's mark where the API keeps one) rather than another party's object to adopt.
+    /// is in flight, is proven what that create made (it carries this resource's mark, where the
+    /// API keeps one) rather than another party's object, taken only under the adoption grant.
+    /// A slug or a name proves nothing: whoever creates chooses them.
     fn made_by_create(&self, _status: &Self::Status, _remote: &Self::Remote) -> bool {
-        true
+        false
     }
     /// What must hold before a new create is sent (not when one in flight is resumed): the
     /// integration a provider binds grants its workspace access.

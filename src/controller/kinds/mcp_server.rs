@@ -108,16 +108,6 @@ impl Verbs for McpServer {
         let conflicts = |keys: &[&str]| self.spec.immutable_conflicts(remote, keys);
         desired.not_adoptable(conflicts, "this McpServer names")
     }
-    /// Found by `spec.slug` while a create is in flight: that create made it only if it has
-    /// the name the create sent and lives in its workspace.
-    fn made_by_create(&self, status: &McpServerStatus, remote: &RemoteServer) -> bool {
-        let sent = status.create_attempt.as_ref();
-        sent.and_then(|a| a.name.as_deref()) == Some(remote.name.as_str())
-            && remote
-                .workspace_id
-                .as_deref()
-                .is_none_or(|ws| Some(ws) == sent.and_then(|a| a.workspace_id.as_deref()))
-    }
     async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Instantiates) -> Result<(), Halt> {
         match (&self.spec.integration_id, &desired.id) {
             (Some(_), Some(id)) => check_remote_access(self, cx, id).await,
@@ -263,12 +253,9 @@ impl OwnCalls for McpServer {
         };
         let slug = spec.slug.as_deref();
         let identity = (slug, spec.name.as_str(), spec.workspace());
-        // The slug is asked for by this create, and a slug is unique: found with it (and the
-        // name sent), it is what the create made. Without a slug nothing marks it as ours.
-        let unproven = |s: &RemoteServer| {
-            slug.is_none()
-                .then(|| format!("MCP server {} ({})", s.slug, s.id))
-        };
+        // A slug is unique but chosen by whoever creates: found with it (and the name sent),
+        // the server may still be another party's, so nothing proves it this create's.
+        let unproven = |s: &RemoteServer| Some(format!("MCP server {} ({})", s.slug, s.id));
         in_workspace(cx, status, identity, unproven, |client| async move {
             client.mcp_servers().listing(&query).await
         })

@@ -548,7 +548,7 @@ async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
 /// cluster) is created, and the POST is answered 503, so its outcome is unknown. `made` gets
 /// Restarts the harness's operator behind a [`namesake_proxy`] of `route` making `foreign`;
 /// where the id of what it made will be.
-async fn behind_namesake_proxy(
+pub(super) async fn behind_namesake_proxy(
     h: &mut Harness,
     route: &'static str,
     foreign: Value,
@@ -620,7 +620,7 @@ where
 }
 
 /// The message of `object`'s condition with `reason`, if it has one.
-fn reported<K: Conditions>(object: &K, reason: &str) -> Option<String> {
+pub(super) fn reported<K: Conditions>(object: &K, reason: &str) -> Option<String> {
     let condition = object.conditions().iter().find(|c| c.reason == reason)?;
     Some(condition.message.clone())
 }

@@ -339,3 +339,44 @@ async fn a_server_of_an_mcp_integration_not_granted_makes_no_call() {
     );
     h.stop().await;
 }
+
+/// A lost create answer plus a server of the spec's slug and name that another party made in
+/// its window: a slug is chosen by whoever creates, so it proves nothing. Without the adoption
+/// grant the server is reported (`AdoptionNotAllowed`, naming the slug) and left alone: never
+/// taken, written to or deleted. (It used to be taken as the create's own.)
+#[tokio::test]
+async fn a_foreign_server_of_the_slug_is_never_taken_after_a_lost_create() {
+    let no_adoption = |integration: &str| json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "mcpIntegrations": [integration]}]);
+    let mut h =
+        Harness::start_with_grants("mcps-foreign", Duration::from_secs(1), no_adoption("none"))
+            .await;
+    let integration = integration(&h, true).await;
+    h.set_grants(no_adoption(&integration));
+    let slug = h.env.suffixed("shared");
+    let foreign = json!({"name": "Tools", "slug": slug, "workspace_id": WS_A,
+                         "mcp_integration_id": integration, "description": "the console's"});
+    let route = "/ai_gw/v2/mcp-servers";
+    let made = super::exactly_once::behind_namesake_proxy(&mut h, route, foreign).await;
+    let spec = mcp_server(Some(&slug), "Tools", WS_A, &integration);
+    support::objects::create::<McpServer>(&h.env, "tools", spec).await;
+    let refused = h
+        .wait_for::<McpServer>("tools", WAIT, |s| {
+            super::exactly_once::reported(s, "AdoptionNotAllowed").is_some()
+        })
+        .await;
+    let message = super::exactly_once::reported(&refused, "AdoptionNotAllowed").unwrap();
+    assert!(message.contains(slug.as_str()), "{message}");
+    assert!(
+        made.lock().unwrap().is_some(),
+        "the foreign server was made"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = h.env.get::<McpServer>("tools").await.status.unwrap();
+    assert_eq!(status.id, None, "the foreign server was taken");
+    assert_eq!(h.count(MCP_SERVER_PUT).await, 0, "{}", h.stats().await);
+    assert_eq!(remote(&h, &slug).await["description"], "the console's");
+    // Deleting the McpServer leaves the foreign server in place.
+    h.env.delete_and_wait::<McpServer>("tools", WAIT).await;
+    assert_eq!(h.count(MCP_SERVER_DELETE).await, 0, "{}", h.stats().await);
+    h.stop().await;
+}
