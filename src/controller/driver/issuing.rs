@@ -117,10 +117,22 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
                 made_by_unfinished_create(&status, K::WHAT, lookup, cx.ctx.call_windows).await?
             {
                 let key = K::Calls::found_key(&found);
-                let client = cx.api(Op::Delete).await?;
-                let result = K::Calls::delete(object, cx, client, &key, &status).await;
-                let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
-                changes.extend(removed(reason, verb, &what, result)?);
+                if object.recovery(&found, false) == Recovery::Adopt {
+                    // Taken under the adoption grant, not proven the replacement's: never
+                    // deleted, like any object found only by what the create sent.
+                    changes.push(Change::new(
+                        "Released",
+                        format!(
+                            "left {} {key} in place without a call: nothing proves the unfinished replacement made it",
+                            K::WHAT
+                        ),
+                    ));
+                } else {
+                    let client = cx.api(Op::Delete).await?;
+                    let result = K::Calls::delete(object, cx, client, &key, &status).await;
+                    let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
+                    changes.extend(removed(reason, verb, &what, result)?);
+                }
             }
         }
         secret_delivery::release_secret(cx, object.secret_name()).await?;
