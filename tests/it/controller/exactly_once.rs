@@ -543,9 +543,6 @@ async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
     h.stop().await;
 }
 
-/// A proxy in front of the emulator: the first POST to `route` never reaches it; instead
-/// `foreign` (another party's create of the same name, made in the console or by another
-/// cluster) is created, and the POST is answered 503, so its outcome is unknown. `made` gets
 /// Restarts the harness's operator behind a [`namesake_proxy`] of `route` making `foreign`;
 /// where the id of what it made will be.
 pub(super) async fn behind_namesake_proxy(
@@ -559,6 +556,9 @@ pub(super) async fn behind_namesake_proxy(
     made
 }
 
+/// A proxy in front of the emulator: the first POST to `route` never reaches it; instead
+/// `foreign` (another party's create of the same name, made in the console or by another
+/// cluster) is created, and the POST is answered 503, so its outcome is unknown. `made` gets
 /// the foreign object's id.
 async fn namesake_proxy(
     upstream: String,
