@@ -423,10 +423,9 @@ impl OwnCalls for Workspace {
         let Some(scope) = owned_scope(self, cx.ctx) else {
             return Ok(Lookup::Absent);
         };
-        if owned(cx, &scope).await?.is_none() {
-            // No scope of ours: no workspace can name it.
-            return Ok(Lookup::Absent);
-        }
+        // A scope of the name that is someone else's refuses. One that is gone proves nothing:
+        // an admin may have deleted it after the POST made the workspace naming it.
+        owned(cx, &scope).await?;
         let listing = cx
             .read("list workspaces", |client| async move {
                 client

@@ -240,6 +240,40 @@ async fn attack_a_workspace_deleted_while_its_create_is_uncertain_is_not_left_be
     );
 }
 
+/// Exactly once when the resource's own IAM scope goes mid-create: the workspace POST is
+/// committed but its answer lost, the lookup cannot run yet (the list answers 503), and an
+/// admin deletes the scope meanwhile. The workspace the POST made still names that scope, so the
+/// listing finds it: no second scope or workspace is made (before, a missing scope answered "none
+/// made" without listing, and the create ran again). The missing scope is reported, not made
+/// again.
+#[tokio::test]
+async fn attack_a_workspace_whose_scope_goes_mid_create_is_recovered_not_made_twice() {
+    let h = Harness::start_with("atk-wsscopegone", Duration::from_secs(1)).await;
+    h.faults(json!({"drop_after_commit_once": [WORKSPACE_POST], "failing_routes": {WORKSPACE_LIST: 503}}))
+        .await;
+    create_until_posted(&h, "scopeless", "Scopeless").await;
+    let named = |state: serde_json::Value| -> Vec<serde_json::Value> {
+        let all = state["workspaces"].as_array().cloned().unwrap_or_default();
+        all.into_iter()
+            .filter(|w| w["name"] == "Scopeless")
+            .collect()
+    };
+    let made = named(h.state().await);
+    assert_eq!(made.len(), 1, "{made:?}");
+    let scope = made[0]["scope_name"].as_str().expect("a scope name");
+    h.delete(&format!("/iam/v1/scopes/{scope}")).await;
+    h.faults(json!({})).await;
+    let message = h
+        .cluster_condition_message::<Workspace>("scopeless", WAIT, ("Stalled", "MissingState"))
+        .await;
+    assert!(message.contains(scope), "{message}");
+    let state = h.state().await;
+    let (posts, scope_posts) = (h.count(WORKSPACE_POST).await, h.count(SCOPE_POST).await);
+    h.stop().await;
+    assert_eq!((posts, scope_posts), (1, 1), "made again");
+    assert_eq!(named(state).len(), 1, "a second workspace");
+}
+
 /// Deletion order, liveness: a Workspace whose archive waits for an McpServer
 /// (`StillReferenced`) is not requeued when that McpServer goes (Workspace::watch_referrers,
 /// src/controller/kinds/workspace.rs:529-537, requeues on Config, policies, Guardrail, ApiKey,
