@@ -103,40 +103,63 @@ pub async fn apply<K: Issues>(
 /// [`super::Managed::cleanup`]: the flow's, with the Secret kept under `deletionPolicy: Orphan`
 /// (the remote object stays live and its one-time values exist nowhere else). A replaced
 /// object goes whatever the policy (its last value was lost); mid-replacement under Orphan,
-/// the Secret still holds the replaced object's value, which works until it goes: kept.
+/// the Secret still holds the replaced object's value, which works until it goes: kept, unless
+/// the Secret names the replacement's object already (delivered, its record lost).
 pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>, Halt> {
     let status = object.status().cloned().unwrap_or_default();
     let replaced = K::replaced_remote(&status);
     let mut changes = Vec::new();
     let (reason, verb) = K::REMOVAL;
     if let (Some(replaced), None, true) = (&replaced, K::recorded(&status), object.orphans()) {
-        // What the replacement's unfinished create made is held by nobody: it goes.
+        // What the replacement's unfinished create made is held by nobody: it goes, unless the
+        // Secret holds it already (the replacement was delivered, only its record was lost).
+        let mut delivered = None;
         if status.pending_create().is_some() {
             let lookup = K::Calls::find_created(object, cx, &status);
             if let Some(found) =
                 made_by_unfinished_create(&status, K::WHAT, lookup, cx.ctx.call_windows).await?
             {
                 let key = K::Calls::found_key(&found);
-                if object.recovery(&found, false) == Recovery::Adopt {
+                let secret = object.secret_name();
+                let held = secret_delivery::secret_annotation(cx, secret, K::ID_ANNOTATION).await?;
+                match object.recovery(&found, held.as_deref() == Some(key.as_str())) {
+                    Recovery::Stored => delivered = Some(key),
                     // Taken under the adoption grant, not proven the replacement's: never
                     // deleted, like any object found only by what the create sent.
-                    changes.push(Change::new(
+                    Recovery::Adopt => changes.push(Change::new(
                         "Released",
                         format!(
                             "left {} {key} in place without a call: nothing proves the unfinished replacement made it",
                             K::WHAT
                         ),
-                    ));
-                } else {
-                    let client = cx.api(Op::Delete).await?;
-                    let result = K::Calls::delete(object, cx, client, &key, &status).await;
-                    let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
-                    changes.extend(removed(reason, verb, &what, result)?);
+                    )),
+                    _ => {
+                        let client = cx.api(Op::Delete).await?;
+                        let result = K::Calls::delete(object, cx, client, &key, &status).await;
+                        let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
+                        changes.extend(removed(reason, verb, &what, result)?);
+                    }
                 }
             }
         }
+        let Some(delivered) = delivered else {
+            // The Secret still holds the replaced object's value, which works until it goes.
+            secret_delivery::release_secret(cx, object.secret_name()).await?;
+            changes.extend(orphaned(&format!("{} {replaced}", K::WHAT)));
+            return Ok(changes);
+        };
+        // The Secret holds the replacement's value: it stays with the Secret, and the replaced
+        // object, whose value nothing holds now, goes like any replaced one.
+        let client = cx.api(Op::Delete).await?;
+        let result = K::Calls::delete(object, cx, client, replaced, &status).await;
+        changes.extend(removed(
+            reason,
+            verb,
+            &format!("{} {replaced}", K::WHAT),
+            result,
+        )?);
         secret_delivery::release_secret(cx, object.secret_name()).await?;
-        changes.extend(orphaned(&format!("{} {replaced}", K::WHAT)));
+        changes.extend(orphaned(&format!("{} {delivered}", K::WHAT)));
         return Ok(changes);
     }
     if let Some(replaced) = &replaced {

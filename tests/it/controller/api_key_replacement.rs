@@ -56,6 +56,13 @@ async fn delete_mid_replacement(h: &mut Harness, name: &str) {
     assert!(gone.is_some(), "the ApiKey was never deleted");
 }
 
+/// Creates the ApiKey `name` with `deletionPolicy: Orphan`; its key's id.
+async fn create_orphaning(h: &Harness, name: &str) -> String {
+    let mut spec = service_key(name, json!({"trigger": "a"}));
+    spec["deletionPolicy"] = json!("Orphan");
+    create(h, name, spec).await
+}
+
 /// A lost rotate answer, then the replacement key's own Secret write fails (an immutable
 /// Secret): the replaced key stays recorded until it is deleted, and no key piles up.
 #[tokio::test]
@@ -100,9 +107,7 @@ async fn a_replacement_whose_secret_write_fails_keeps_track_of_the_replaced_key(
 #[tokio::test]
 async fn an_orphaned_api_key_mid_replacement_keeps_a_live_secret_and_no_stray_key() {
     let mut h = Harness::start("rep-orph").await;
-    let mut spec = service_key("orph", json!({"trigger": "a"}));
-    spec["deletionPolicy"] = json!("Orphan");
-    let id = create(&h, "orph", spec).await;
+    let id = create_orphaning(&h, "orph").await;
     lose_the_rotate_answer(&h, "orph", &id).await;
     delete_mid_replacement(&mut h, "orph").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -121,6 +126,75 @@ async fn an_orphaned_api_key_mid_replacement_keeps_a_live_secret_and_no_stray_ke
         );
     }
     h.stop().await;
+}
+
+/// Deleted under `Orphan` when the replacement's create had delivered its key but not recorded
+/// it (the operator died between the Secret write and the status write, forged here: the
+/// replacement's POST answer is lost and the test writes its key into the Secret as the
+/// operator would have). The kept Secret holds the replacement's key, so that key stays live;
+/// the replaced key, which nothing holds any more, goes. Before, the lookup's key was deleted
+/// as if nothing held it, and the kept Secret held a dead value.
+#[tokio::test]
+async fn an_orphaned_api_key_whose_secret_holds_the_unrecorded_replacement_keeps_it_live() {
+    let mut h = Harness::start("rep-held").await;
+    let id = create_orphaning(&h, "held").await;
+    // The rotate answer is lost, then the replacement's create answer; the list the lookup
+    // reads answers 503, so the replacement stays unrecorded.
+    let lost = json!({
+        "drop_after_commit_once": [format!("POST {SERVICE_KEYS}/{{keyId}}/rotate"), format!("POST {SERVICE_KEYS}")],
+        "failing_routes": {format!("GET {SERVICE_KEYS}"): 503},
+    });
+    h.faults(lost).await;
+    set_trigger_no_wait(&h, "held", "b").await;
+    let replacement = support::wait_until(WAIT, || async {
+        let keys = live_ours(&remote_keys(&h).await, "held");
+        keys.into_iter().find(|k| k["id"] != id.as_str())
+    })
+    .await
+    .expect("the replacement's create never reached the API");
+    h.stop_operator().await;
+    h.faults(json!({})).await;
+    let (new_id, value) = (
+        replacement["id"].as_str().unwrap(),
+        replacement["key"].as_str().unwrap(),
+    );
+    let delivered = json!({
+        "metadata": {"annotations": {"aigw.io/api-key-id": new_id}},
+        "stringData": {"api_key": value},
+    });
+    let secrets = h.env.api::<Secret>();
+    let patch = Patch::Merge(&delivered);
+    secrets
+        .patch("held-key", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    let status = h.env.get::<ApiKey>("held").await.status.unwrap();
+    assert!(
+        status.pending_create.is_some() && status.id.is_none(),
+        "{status:?}"
+    );
+    h.env.delete::<ApiKey>("held").await;
+    h.restart_operator().await;
+    let gone = support::wait_until(Duration::from_secs(90), || async {
+        h.env
+            .get_opt::<ApiKey>("held")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the ApiKey was never deleted");
+    let kept = secret_value(&h, "held-key").await;
+    assert_eq!(kept, value);
+    assert_eq!(
+        handshake(&h, new_id, &kept).await,
+        200,
+        "the kept Secret's key is dead"
+    );
+    let ours = live_ours(&remote_keys(&h).await, "held");
+    h.stop().await;
+    let ids: Vec<&Value> = ours.iter().map(|k| &k["id"]).collect();
+    assert_eq!(ids, [new_id], "one live key, the one the Secret holds");
 }
 
 async fn lost_answers_during_replacement(two: bool, prefix: &str) {
