@@ -175,6 +175,9 @@ pub struct CreateAttempt {
     pub name: Option<String>,
     /// The workspace the request carried.
     pub workspace_id: Option<String>,
+    /// The slug the request carried, for a kind whose create names one: an object of another
+    /// slug is not this create's.
+    pub slug: Option<String>,
     /// HMAC-SHA256 (`hmac-sha256:`, keyed with the operator's Secret `aigw-hash-key`) of the
     /// object's uid and the request body: what was sent, without a way to test guesses of the
     /// Secret values in it.

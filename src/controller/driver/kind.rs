@@ -356,7 +356,8 @@ pub struct Cx<'a, K: Managed> {
 
 impl<'a, K: Managed> Cx<'a, K> {
     /// What the create about to be sent carries into its intent ([`Calls::sent`]): the name
-    /// and workspace it creates with, and a keyed hash of `body` with this resource's uid.
+    /// and workspace it creates with, the slug `body` names, and a keyed hash of `body` with
+    /// this resource's uid.
     ///
     /// [`Calls::sent`]: super::calls::Calls::sent
     pub fn create_attempt(
@@ -365,9 +366,12 @@ impl<'a, K: Managed> Cx<'a, K> {
         workspace_id: Option<String>,
         body: &impl serde::Serialize,
     ) -> crate::resources::common::CreateAttempt {
+        let sent = serde_json::to_value(body).ok();
+        let slug = sent.as_ref().and_then(|body| body.get("slug")?.as_str());
         crate::resources::common::CreateAttempt {
             name,
             workspace_id,
+            slug: slug.map(str::to_string),
             body_hash: super::create::body_hash(
                 &self.ctx.hash_key,
                 self.object.meta().uid.as_deref(),

@@ -157,8 +157,7 @@ impl<P: PolicyKind> OwnCalls for P {
             body_hash: sent_fields(&desired.create_request()).and_then(|fields| {
                 body_hash(&cx.ctx.hash_key, desired.meta().uid.as_deref(), &fields)
             }),
-            ended_at: None,
-            intent: None,
+            ..Default::default()
         }
     }
     async fn create(&self, client: &Client, desired: &P) -> Result<String, ApiError> {

@@ -203,7 +203,7 @@ impl<K: Claims> StoreList<K> {
 
     /// True when another resource than `object` of this installation, reaching the tenant
     /// through one of `connections`, has a create in flight that sent `sent`'s name (and
-    /// workspace). From the index, which sees every namespace: with `--shards` the caches hold
+    /// workspace, and slug: where both sent one, another slug made another object). From the index, which sees every namespace: with `--shards` the caches hold
     /// this replica's share only, and another replica's create must hold this one's lookup.
     pub fn attempted_elsewhere(
         &self,
@@ -218,9 +218,8 @@ impl<K: Claims> StoreList<K> {
             attempts.iter().any(|theirs| {
                 *theirs.uid != *uid
                     && connections.iter().any(|c| **c == *theirs.connection)
-                    && (theirs.workspace_id.is_none()
-                        || sent.workspace_id.is_none()
-                        || theirs.workspace_id.as_deref() == sent.workspace_id.as_deref())
+                    && same_or_unknown(&theirs.workspace_id, &sent.workspace_id)
+                    && same_or_unknown(&theirs.slug, &sent.slug)
             })
         })
     }
@@ -281,11 +280,21 @@ struct ActsIn {
     workspaces: Box<[Box<str>]>,
 }
 
-/// A create in flight: who sent it, through which Connection, into which workspace.
+/// A create in flight: who sent it, through which Connection, into which workspace, with
+/// which slug.
 struct Attempt {
     uid: Arc<str>,
     connection: Box<str>,
     workspace_id: Option<Box<str>>,
+    slug: Option<Box<str>>,
+}
+
+/// Both name the same thing, or one of them names none (so it may be the same).
+fn same_or_unknown(theirs: &Option<Box<str>>, sent: &Option<String>) -> bool {
+    match (theirs, sent) {
+        (Some(theirs), Some(sent)) => **theirs == **sent,
+        _ => true,
+    }
 }
 
 /// A key of [`ClaimIndex::by_key`]: a Connection's name and a remote id in one string (a
@@ -329,6 +338,7 @@ impl ClaimIndex {
                     uid: seniority.2.clone(),
                     connection: connection.into(),
                     workspace_id: sent.workspace_id.as_deref().map(Box::from),
+                    slug: sent.slug.as_deref().map(Box::from),
                 });
             name
         });
@@ -1008,6 +1018,37 @@ mod tests {
     }
 
     #[test]
+    fn a_create_in_flight_of_another_slug_made_another_object() {
+        use crate::controller::state::installation::Installation;
+        let mut other = creating(
+            config("dev", "b", "u2", "2026-01-02T00:00:00Z", None),
+            "shared",
+            None,
+        );
+        let attempt = other
+            .status
+            .as_mut()
+            .unwrap()
+            .managed
+            .create_attempt
+            .as_mut();
+        attempt.unwrap().slug = Some("theirs".into());
+        let mine = config("prod", "a", "u1", "2026-01-01T00:00:00Z", None);
+        let list = stores_with(std::slice::from_ref(&mine));
+        let list = list.of::<Config>();
+        let installation = Installation::new("main", None).unwrap();
+        list.index_event_as(&installation, 0, &Event::Apply(other));
+        let sent = |slug: Option<&str>| CreateAttempt {
+            name: Some("shared".into()),
+            slug: slug.map(str::to_string),
+            ..Default::default()
+        };
+        assert!(!list.attempted_elsewhere(&mine, &tenant(), &sent(Some("mine"))));
+        assert!(list.attempted_elsewhere(&mine, &tenant(), &sent(Some("theirs"))));
+        assert!(list.attempted_elsewhere(&mine, &tenant(), &sent(None)));
+    }
+
+    #[test]
     fn a_create_in_flight_is_seen_from_every_namespace_through_the_index() {
         use crate::controller::state::installation::Installation;
         let sent = |name: &str, workspace: Option<&str>| CreateAttempt {
@@ -1030,6 +1071,12 @@ mod tests {
         assert!(list.attempted_elsewhere(&mine, &tenant(), &sent("shared", None)));
         assert!(!list.attempted_elsewhere(&mine, &tenant(), &sent("shared", Some("ws-2"))));
         assert!(!list.attempted_elsewhere(&mine, &tenant(), &sent("other", Some("ws-1"))));
+        // A slug the other create did not send (it sent none here) may still be its.
+        let slugged = CreateAttempt {
+            slug: Some("mine".into()),
+            ..sent("shared", None)
+        };
+        assert!(list.attempted_elsewhere(&mine, &tenant(), &slugged));
         assert!(!list.attempted_elsewhere(&mine, &["elsewhere".into()], &sent("shared", None)));
         // Its own attempt is not another's.
         assert!(!list.attempted_elsewhere(&other, &tenant(), &sent("shared", None)));

@@ -348,3 +348,48 @@ async fn an_exported_mcp_integration_is_adopted_without_a_write() {
         .await;
     h.stop().await;
 }
+
+/// Two integrations of one display name and two slugs, deleted while their creates are both
+/// unanswered: each cleanup finds its own by its slug and deletes it. The in-flight check
+/// compared the name only, so each took the other's unfinished create for a possible maker of
+/// its match, and both finalizers waited for good.
+#[tokio::test]
+async fn two_namesakes_of_different_slugs_deleted_mid_create_each_delete_their_own() {
+    let h = Harness::start_with("mcpi-twins", Duration::from_secs(1)).await;
+    let list = "GET /ai_gw/admin/v2/mcp-integrations";
+    let lost = json!({"drop_after_commit_once": [MCP_INTEGRATION_POST, MCP_INTEGRATION_POST],
+                      "failing_routes": {list: 503}});
+    h.faults(lost).await;
+    let names = ["twin-a", "twin-b"];
+    for name in names {
+        let spec = json!({"slug": h.cluster_name(name), "name": "Twins",
+                          "url": "https://mcp.example.com/mcp", "authType": "none",
+                          "transport": "http", "workspaces": [{"workspace": WS_A}]});
+        create(&h, name, spec).await;
+    }
+    let both_sent = support::wait_until(WAIT, || async {
+        (h.count(MCP_INTEGRATION_POST).await == 2).then_some(())
+    })
+    .await;
+    assert!(both_sent.is_some(), "{}", h.stats().await);
+    // Both creates are in flight, their answers lost; both are deleted before a lookup ran.
+    for name in names {
+        h.delete_cluster::<McpIntegration>(name).await;
+    }
+    h.faults(json!({})).await;
+    for name in names {
+        let gone = support::gone_within(&api(&h), &h.cluster_name(name), WAIT).await;
+        assert!(
+            gone,
+            "{name} was never deleted: {:?}",
+            api(&h).get_opt(&h.cluster_name(name)).await
+        );
+    }
+    let state = h.state().await;
+    let (posts, deletes) = (
+        h.count(MCP_INTEGRATION_POST).await,
+        h.count(MCP_INTEGRATION_DELETE).await,
+    );
+    h.stop().await;
+    assert_eq!((posts, deletes), (2, 2), "{state}");
+}
