@@ -111,19 +111,19 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
     let mut changes = Vec::new();
     let (reason, verb) = K::REMOVAL;
     if let (Some(replaced), None, true) = (&replaced, K::recorded(&status), object.orphans()) {
+        // The object the Secret names: the replaced one until the replacement is delivered.
+        let secret = object.secret_name();
+        let held = secret_delivery::secret_annotation(cx, secret, K::ID_ANNOTATION).await?;
         // What the replacement's unfinished create made is held by nobody: it goes, unless the
         // Secret holds it already (the replacement was delivered, only its record was lost).
-        let mut delivered = None;
         if status.pending_create().is_some() {
             let lookup = K::Calls::find_created(object, cx, &status);
             if let Some(found) =
                 made_by_unfinished_create(&status, K::WHAT, lookup, cx.ctx.call_windows).await?
             {
                 let key = K::Calls::found_key(&found);
-                let secret = object.secret_name();
-                let held = secret_delivery::secret_annotation(cx, secret, K::ID_ANNOTATION).await?;
                 match object.recovery(&found, held.as_deref() == Some(key.as_str())) {
-                    Recovery::Stored => delivered = Some(key),
+                    Recovery::Stored | Recovery::Found => {}
                     // Taken under the adoption grant, not proven the replacement's: never
                     // deleted, like any object found only by what the create sent.
                     Recovery::Adopt => changes.push(Change::new(
@@ -133,7 +133,7 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
                             K::WHAT
                         ),
                     )),
-                    _ => {
+                    Recovery::Replace | Recovery::Rotate(_) => {
                         let client = cx.api(Op::Delete).await?;
                         let result = K::Calls::delete(object, cx, client, &key, &status).await;
                         let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
@@ -142,24 +142,21 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
                 }
             }
         }
-        let Some(delivered) = delivered else {
+        match held.filter(|held| held != replaced) {
+            // The Secret holds another object's value (the replacement's, delivered, whatever
+            // the lookup could prove of it): that one stays with the Secret, and the replaced
+            // object, whose value nothing holds now, goes like any replaced one.
+            Some(delivered) => {
+                let client = cx.api(Op::Delete).await?;
+                let result = K::Calls::delete(object, cx, client, replaced, &status).await;
+                let what = format!("{} {replaced}", K::WHAT);
+                changes.extend(removed(reason, verb, &what, result)?);
+                changes.extend(orphaned(&format!("{} {delivered}", K::WHAT)));
+            }
             // The Secret still holds the replaced object's value, which works until it goes.
-            secret_delivery::release_secret(cx, object.secret_name()).await?;
-            changes.extend(orphaned(&format!("{} {replaced}", K::WHAT)));
-            return Ok(changes);
-        };
-        // The Secret holds the replacement's value: it stays with the Secret, and the replaced
-        // object, whose value nothing holds now, goes like any replaced one.
-        let client = cx.api(Op::Delete).await?;
-        let result = K::Calls::delete(object, cx, client, replaced, &status).await;
-        changes.extend(removed(
-            reason,
-            verb,
-            &format!("{} {replaced}", K::WHAT),
-            result,
-        )?);
-        secret_delivery::release_secret(cx, object.secret_name()).await?;
-        changes.extend(orphaned(&format!("{} {delivered}", K::WHAT)));
+            None => changes.extend(orphaned(&format!("{} {replaced}", K::WHAT))),
+        }
+        secret_delivery::release_secret(cx, secret).await?;
         return Ok(changes);
     }
     if let Some(replaced) = &replaced {

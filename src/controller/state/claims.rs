@@ -289,10 +289,11 @@ struct Attempt {
     slug: Option<Box<str>>,
 }
 
-/// Both name the same thing, or one of them names none (so it may be the same).
+/// Both name the same thing, or one of them names none (so it may be the same). Case is not
+/// told apart: nothing says the API keeps two names that differ only in case apart.
 fn same_or_unknown(theirs: &Option<Box<str>>, sent: &Option<String>) -> bool {
     match (theirs, sent) {
-        (Some(theirs), Some(sent)) => **theirs == **sent,
+        (Some(theirs), Some(sent)) => theirs.eq_ignore_ascii_case(sent),
         _ => true,
     }
 }
@@ -1045,6 +1046,7 @@ mod tests {
         };
         assert!(!list.attempted_elsewhere(&mine, &tenant(), &sent(Some("mine"))));
         assert!(list.attempted_elsewhere(&mine, &tenant(), &sent(Some("theirs"))));
+        assert!(list.attempted_elsewhere(&mine, &tenant(), &sent(Some("Theirs"))));
         assert!(list.attempted_elsewhere(&mine, &tenant(), &sent(None)));
     }
 

@@ -56,11 +56,11 @@ async fn delete_mid_replacement(h: &mut Harness, name: &str) {
     assert!(gone.is_some(), "the ApiKey was never deleted");
 }
 
-/// Creates the ApiKey `name` with `deletionPolicy: Orphan`; its key's id.
-async fn create_orphaning(h: &Harness, name: &str) -> String {
+/// The spec of a service key `name` with `deletionPolicy: Orphan`.
+fn orphaning(name: &str) -> Value {
     let mut spec = service_key(name, json!({"trigger": "a"}));
     spec["deletionPolicy"] = json!("Orphan");
-    create(h, name, spec).await
+    spec
 }
 
 /// A lost rotate answer, then the replacement key's own Secret write fails (an immutable
@@ -107,7 +107,7 @@ async fn a_replacement_whose_secret_write_fails_keeps_track_of_the_replaced_key(
 #[tokio::test]
 async fn an_orphaned_api_key_mid_replacement_keeps_a_live_secret_and_no_stray_key() {
     let mut h = Harness::start("rep-orph").await;
-    let id = create_orphaning(&h, "orph").await;
+    let id = create(&h, "orph", orphaning("orph")).await;
     lose_the_rotate_answer(&h, "orph", &id).await;
     delete_mid_replacement(&mut h, "orph").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -136,8 +136,24 @@ async fn an_orphaned_api_key_mid_replacement_keeps_a_live_secret_and_no_stray_ke
 /// as if nothing held it, and the kept Secret held a dead value.
 #[tokio::test]
 async fn an_orphaned_api_key_whose_secret_holds_the_unrecorded_replacement_keeps_it_live() {
-    let mut h = Harness::start("rep-held").await;
-    let id = create_orphaning(&h, "held").await;
+    let h = Harness::start("rep-held").await;
+    orphaned_with_the_replacement_delivered(h, orphaning("held")).await;
+}
+
+/// The same with a key nothing proves the replacement's (a spec `description` leaves no mark)
+/// in a namespace that may not adopt: the lookup cannot take it, yet the Secret names it, so it
+/// stays, and the replaced key, whose value the Secret no longer holds, still goes.
+#[tokio::test]
+async fn an_orphaned_api_key_whose_secret_holds_an_unproven_replacement_keeps_it_live() {
+    let grants = json!([{"namespaces": ["{ns}"]}]);
+    let h = Harness::start_with_grants("rep-heldu", Duration::from_secs(600), grants).await;
+    let mut spec = orphaning("held");
+    spec["description"] = json!("the payments team's key");
+    orphaned_with_the_replacement_delivered(h, spec).await;
+}
+
+async fn orphaned_with_the_replacement_delivered(mut h: Harness, spec: Value) {
+    let id = create(&h, "held", spec).await;
     // The rotate answer is lost, then the replacement's create answer; the list the lookup
     // reads answers 503, so the replacement stays unrecorded.
     let lost = json!({
@@ -168,11 +184,11 @@ async fn an_orphaned_api_key_whose_secret_holds_the_unrecorded_replacement_keeps
         .patch("held-key", &PatchParams::default(), &patch)
         .await
         .unwrap();
-    let status = h.env.get::<ApiKey>("held").await.status.unwrap();
-    assert!(
-        status.pending_create.is_some() && status.id.is_none(),
-        "{status:?}"
-    );
+    // The intent is the annotation (the status shows it once a failure is recorded).
+    let unrecorded = h.env.get::<ApiKey>("held").await;
+    let annotations = unrecorded.metadata.annotations.unwrap_or_default();
+    assert!(annotations.contains_key("aigw.io/create-intent"));
+    assert_eq!(unrecorded.status.unwrap().id, None);
     h.env.delete::<ApiKey>("held").await;
     h.restart_operator().await;
     let gone = support::wait_until(Duration::from_secs(90), || async {
