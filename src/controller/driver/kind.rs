@@ -7,6 +7,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 
 use crate::controller::driver::status::CommonStatus;
 use kube::ResourceExt;
@@ -599,7 +600,7 @@ impl<'a, K: Managed> Cx<'a, K> {
         let replaced = metadata["resourceVersion"].as_str().map(str::to_string);
         let written = self
             .objects
-            .patch(
+            .patch_metadata(
                 &self.name(),
                 &PatchParams::default(),
                 &Patch::Merge(serde_json::json!({ "metadata": metadata })),
@@ -852,7 +853,10 @@ impl<'a, K: Managed> Cx<'a, K> {
 }
 
 /// Server-side applies `status` under the kind's field manager. With `expected` set, the write
-/// only succeeds while the object still has that resourceVersion. Returns the new one.
+/// only succeeds while the object still has that resourceVersion. Returns the new one. The
+/// answer is the object's metadata only (`as=PartialObjectMetadata`, as
+/// [`Api::patch_metadata`] asks for it): nothing else of it is read, so the apiserver encodes,
+/// and this process decodes, no spec or status of its own write.
 async fn write_status<K: Managed>(
     objects: &Api<K>,
     name: &str,
@@ -867,14 +871,20 @@ async fn write_status<K: Managed>(
     if let Some(version) = expected {
         patch["metadata"] = serde_json::json!({ "resourceVersion": version });
     }
-    let written = objects
-        .patch_status(
-            name,
-            &PatchParams::apply(&K::manager()).force(),
-            &Patch::Apply(&patch),
-        )
-        .await
-        .map_err(|e| write_failed::<K>("status", name, e))?;
+    let params = PatchParams::apply(&K::manager()).force();
+    let written = async {
+        let mut request = kube::core::Request::new(objects.resource_url())
+            .patch_subresource("status", name, &params, &Patch::Apply(&patch))
+            .map_err(kube::Error::BuildRequest)?;
+        request.headers_mut().insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static(METADATA_ONLY),
+        );
+        let client = objects.clone().into_client();
+        client.request::<PartialObjectMeta<K>>(request).await
+    }
+    .await
+    .map_err(|e| write_failed::<K>("status", name, e))?;
     debug!(
         kind = K::KIND,
         object = %format!("{}/{name}", written.namespace().unwrap_or_default()),
@@ -883,6 +893,9 @@ async fn write_status<K: Managed>(
     );
     Ok(written.resource_version())
 }
+
+/// The `Accept` of a write whose answer is read for its metadata only.
+const METADATA_ONLY: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 
 /// A failed write of the `part` ("status", "metadata") of the object `name`: a conflict (the
 /// object changed since this reconcile's view) is [`Wait::Conflict`], anything else an error.
