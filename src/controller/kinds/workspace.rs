@@ -397,8 +397,10 @@ impl OwnCalls for Workspace {
             Err(e) if !e.is_not_found() => return Err(e),
             _ => {}
         }
+        // The scope the status records, or (a workspace found again after a lost answer, not
+        // recorded yet) the one this resource's create made: either carries its token.
         let Some(scope) = owned_scope(self, cx.ctx).filter(|s| {
-            self.spec.slug.is_none() && status.scope_name.as_deref() == Some(s.name.as_str())
+            self.spec.slug.is_none() && status.scope_name.as_deref().is_none_or(|n| n == s.name)
         }) else {
             return Ok(());
         };

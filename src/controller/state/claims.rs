@@ -203,8 +203,9 @@ impl<K: Claims> StoreList<K> {
 
     /// True when another resource than `object` of this installation, reaching the tenant
     /// through one of `connections`, has a create in flight that sent `sent`'s name (and
-    /// workspace, and slug: where both sent one, another slug made another object). From the index, which sees every namespace: with `--shards` the caches hold
-    /// this replica's share only, and another replica's create must hold this one's lookup.
+    /// workspace, and slug: where both sent one, another slug made another object). From the
+    /// index, which sees every namespace: with `--shards` the caches hold this replica's share
+    /// only, and another replica's create must hold this one's lookup.
     pub fn attempted_elsewhere(
         &self,
         object: &K,

@@ -207,10 +207,12 @@ async fn attack_a_workspace_whose_create_is_refused_leaves_no_iam_scope_behind()
 /// Exactly once across a delete: the workspace POST is committed but its answer lost, and the
 /// lookup that would recover it cannot run yet (the list answers 503); the resource is deleted
 /// meanwhile. Once the API answers again, the workspace the POST made must be archived (or the
-/// delete must wait for it), never left active with nobody managing it.
+/// delete must wait for it), never left active with nobody managing it, and the scope made for
+/// it goes too (it was kept when the status had not recorded its name yet).
 #[tokio::test]
 async fn attack_a_workspace_deleted_while_its_create_is_uncertain_is_not_left_behind() {
     let h = Harness::start_with("atk-wsuncertain", Duration::from_secs(1)).await;
+    let scopes_before = owned_scopes(&h).await.len();
     h.faults(json!({"drop_after_commit_once": [WORKSPACE_POST], "failing_routes": {WORKSPACE_LIST: 503}}))
         .await;
     let api = workspaces(&h);
@@ -231,9 +233,15 @@ async fn attack_a_workspace_deleted_while_its_create_is_uncertain_is_not_left_be
         .filter(|w| w["name"] == "Uncertain" && w["status"] == "active")
         .collect();
     let posts = h.count(WORKSPACE_POST).await;
+    let scopes = owned_scopes(&h).await;
     h.stop().await;
     assert!(gone, "the Workspace was not deleted");
     assert_eq!(posts, 1, "one POST");
+    assert_eq!(
+        scopes.len(),
+        scopes_before,
+        "the scope of the workspace found again and archived is left behind: {scopes:?}"
+    );
     assert!(
         active.is_empty(),
         "the workspace an uncertain create made is left active with no resource: {active:?}"
