@@ -109,7 +109,6 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
     let status = object.status().cloned().unwrap_or_default();
     let replaced = K::replaced_remote(&status);
     let mut changes = Vec::new();
-    let (reason, verb) = K::REMOVAL;
     if let (Some(replaced), None, true) = (&replaced, K::recorded(&status), object.orphans()) {
         // The object the Secret names: the replaced one until the replacement is delivered.
         let secret = object.secret_name();
@@ -134,10 +133,8 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
                         ),
                     )),
                     Recovery::Replace | Recovery::Rotate(_) => {
-                        let client = cx.api(Op::Delete).await?;
-                        let result = K::Calls::delete(object, cx, client, &key, &status).await;
                         let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
-                        changes.extend(removed(reason, verb, &what, result)?);
+                        changes.extend(remove(object, cx, &status, &key, &what).await?);
                     }
                 }
             }
@@ -147,10 +144,8 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
             // the lookup could prove of it): that one stays with the Secret, and the replaced
             // object, whose value nothing holds now, goes like any replaced one.
             Some(delivered) => {
-                let client = cx.api(Op::Delete).await?;
-                let result = K::Calls::delete(object, cx, client, replaced, &status).await;
                 let what = format!("{} {replaced}", K::WHAT);
-                changes.extend(removed(reason, verb, &what, result)?);
+                changes.extend(remove(object, cx, &status, replaced, &what).await?);
                 changes.extend(orphaned(&format!("{} {delivered}", K::WHAT)));
             }
             // The Secret still holds the replaced object's value, which works until it goes.
@@ -160,16 +155,28 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
         return Ok(changes);
     }
     if let Some(replaced) = &replaced {
-        let client = cx.api(Op::Delete).await?;
-        let result = K::Calls::delete(object, cx, client, replaced, &status).await;
         let what = format!("{} {replaced}", K::WHAT);
-        changes.extend(removed(reason, verb, &what, result)?);
+        changes.extend(remove(object, cx, &status, replaced, &what).await?);
     }
     if object.orphans() {
         secret_delivery::release_secret(cx, object.secret_name()).await?;
     }
     changes.extend(flow::cleanup(object, cx).await?);
     Ok(changes)
+}
+
+/// Deletes the remote object `key` (shown as `what`) through the gate; "already gone" is done.
+async fn remove<K: Issues>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &K::Status,
+    key: &str,
+    what: &str,
+) -> Result<Vec<Change>, Halt> {
+    let (reason, verb) = K::REMOVAL;
+    let client = cx.api(Op::Delete).await?;
+    let result = K::Calls::delete(object, cx, client, key, status).await;
+    Ok(removed(reason, verb, what, result)?)
 }
 
 /// The rotation step for the remote object `key`, or the check that the Secret holds its
@@ -264,18 +271,14 @@ async fn recover<K: Issues>(
     let held = held.map_err(|e| keep_intent(status, e.into()))?.as_deref() == Some(key.as_str());
     let recovery = object.recovery(&found, held);
     if recovery == Recovery::Replace {
-        let client = cx.api(Op::Delete).await;
-        let client = client.map_err(|e| keep_intent(status, e))?;
-        let result = K::Calls::delete(object, cx, client, &key, &*status).await;
         let what = format!(
             "{} {key} (an earlier create made it, but its answer and so its value were lost)",
             K::WHAT
         );
-        let (reason, verb) = K::REMOVAL;
-        let deleted = removed(reason, verb, &what, result);
+        let deleted = remove(object, cx, &*status, &key, &what).await;
         return deleted
             .map(Recovered::Deleted)
-            .map_err(|e| keep_intent(status, e.into()));
+            .map_err(|e| keep_intent(status, e));
     }
     object.record_compared(status, desired);
     let key = object.record_created(status, desired, Created::Recovered(found));
@@ -450,15 +453,12 @@ async fn retire_replaced<K: Issues>(
         "would delete {} {old}, replaced by a new one because the value of its last rotation was lost",
         K::WHAT
     ));
-    let client = cx.api(Op::Delete).await?;
-    let result = K::Calls::delete(object, cx, client, &old, &*status).await;
     let what = format!(
         "{} {old} (replaced by {}: the value of its last rotation was lost with the answer)",
         K::WHAT,
         new.unwrap_or_default()
     );
-    let (reason, verb) = K::REMOVAL;
-    let changes = removed(reason, verb, &what, result)?;
+    let changes = remove(object, cx, &*status, &old, &what).await?;
     K::forget_replaced(status);
     Ok(changes)
 }
