@@ -30,6 +30,7 @@ use crate::api::SecretString;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::IntentStatus;
 use crate::controller::error::{Error, Halt};
+use crate::controller::runtime::failpoints;
 
 /// What a kind whose answers issue one-time values supplies besides its verbs.
 pub trait Issues: Verbs + Rotates {
@@ -112,7 +113,7 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
     if let (Some(replaced), None, true) = (&replaced, K::recorded(&status), object.orphans()) {
         // The object the Secret names: the replaced one until the replacement is delivered.
         let secret = object.secret_name();
-        let held = secret_delivery::secret_annotation(cx, secret, K::ID_ANNOTATION).await?;
+        let (read_at, held) = secret_delivery::annotated(cx, secret, K::ID_ANNOTATION).await?;
         // What the replacement's unfinished create made is held by nobody: it goes, unless the
         // Secret holds it already (the replacement was delivered, only its record was lost).
         if status.pending_create().is_some() {
@@ -121,7 +122,8 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
                 made_by_unfinished_create(&status, K::WHAT, lookup, cx.ctx.call_windows).await?
             {
                 let key = K::Calls::found_key(&found);
-                match object.recovery(&found, held.as_deref() == Some(key.as_str())) {
+                let stored = held.as_deref() == Some(key.as_str());
+                match object.recovery(&found, stored) {
                     Recovery::Stored | Recovery::Found => {}
                     // Taken under the adoption grant, not proven the replacement's: never
                     // deleted, like any object found only by what the create sent.
@@ -133,6 +135,10 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
                         ),
                     )),
                     Recovery::Replace | Recovery::Rotate(_) => {
+                        if !stored {
+                            // Whoever holds its answer must not deliver it after the DELETE.
+                            secret_delivery::fence(cx, secret, read_at.as_deref()).await?;
+                        }
                         let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
                         changes.extend(remove(object, cx, &status, &key, &what).await?);
                     }
@@ -210,7 +216,7 @@ async fn create<K: Issues>(
     if status.pending_create().is_none() {
         object.before_create(cx, desired).await?;
     }
-    let version = rotation::check_secret_is_ours(object, cx).await?;
+    let mut version = rotation::check_secret_is_ours(object, cx).await?;
     let before = status.clone();
     let client = cx.create_client().await?;
     if K::DISCARDS_UNDELIVERED {
@@ -221,7 +227,8 @@ async fn create<K: Issues>(
     let posted = match flow::post_once(object, cx, status, &before, desired, client).await? {
         Created::Posted(posted) => posted,
         Created::Recovered(found) => {
-            match recover(object, cx, status, &before, desired, found).await? {
+            let recovered = recover(object, cx, status, &before, desired, found, &mut version);
+            match recovered.await? {
                 Recovered::Taken(taken) => return Ok(taken),
                 Recovered::Deleted(deleted) => changes.extend(deleted),
             }
@@ -251,8 +258,9 @@ enum Recovered {
 }
 
 /// Takes or deletes `found`, as [`Issues::recovery`] says. Until it is known gone the create
-/// intent stays recorded: a failure (the Secret read, the gate, the DELETE) leaves the status
-/// as `before`, and the next reconcile finds it again instead of creating past it.
+/// intent stays recorded: a failure (the Secret read, the fence, the gate, the DELETE) leaves
+/// the status as `before`, and the next reconcile finds it again instead of creating past it.
+/// `version`: the Secret's version the next delivery expects, moved by the fence.
 async fn recover<K: Issues>(
     object: &K,
     cx: &Cx<'_, K>,
@@ -260,6 +268,7 @@ async fn recover<K: Issues>(
     before: &K::Status,
     desired: &K::Desired,
     found: Found<K>,
+    version: &mut SecretVersion,
 ) -> Result<Recovered, Halt> {
     let keep_intent = |status: &mut K::Status, e: Halt| {
         *status = before.clone();
@@ -267,18 +276,23 @@ async fn recover<K: Issues>(
     };
     let secret = object.secret_name();
     let key = K::Calls::found_key(&found);
-    let held = secret_delivery::secret_annotation(cx, secret, K::ID_ANNOTATION).await;
-    let held = held.map_err(|e| keep_intent(status, e.into()))?.as_deref() == Some(key.as_str());
-    let recovery = object.recovery(&found, held);
+    let fenced = unheld(object, cx, &found, &key).await;
+    let (recovery, fenced) = fenced.map_err(|e| keep_intent(status, e))?;
+    if let Some(fenced) = fenced {
+        *version = fenced;
+    }
     if recovery == Recovery::Replace {
         let what = format!(
             "{} {key} (an earlier create made it, but its answer and so its value were lost)",
             K::WHAT
         );
         let deleted = remove(object, cx, &*status, &key, &what).await;
-        return deleted
-            .map(Recovered::Deleted)
-            .map_err(|e| keep_intent(status, e));
+        let deleted = deleted.map_err(|e| keep_intent(status, e))?;
+        cx.ctx
+            .failpoints
+            .hit(failpoints::AFTER_RECOVERY_DELETE)
+            .await;
+        return Ok(Recovered::Deleted(deleted));
     }
     object.record_compared(status, desired);
     let key = object.record_created(status, desired, Created::Recovered(found));
@@ -324,11 +338,37 @@ async fn recover<K: Issues>(
     if let Recovery::Rotate(why) = recovery {
         cx.ctx
             .failpoints
-            .hit(crate::controller::runtime::failpoints::AFTER_RECOVERY_SAVED)
+            .hit(failpoints::AFTER_RECOVERY_SAVED)
             .await;
         changes.push(rotation::rotate(object, cx, status, &key, why).await?);
     }
     Ok(Recovered::Taken(changes))
+}
+
+/// What becomes of `found` (its key `key`), the object an earlier create made, and, when that
+/// deletes or rotates it while the Secret does not hold its values, the Secret's version after
+/// the fence ([`secret_delivery::fence`]). The create is unfinished, not necessarily lost: another
+/// process (a replica whose lease lapsed mid-call, a second operator) may hold its answer and be
+/// about to deliver the values; the fence makes that delivery fail rather than store values this
+/// recovery kills. Only deletion and rotation are fenced: an object taken as it is (or adopted,
+/// rotated later) keeps whatever values that process delivers.
+async fn unheld<K: Issues>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    found: &Found<K>,
+    key: &str,
+) -> Result<(Recovery, Option<SecretVersion>), Halt> {
+    let secret = object.secret_name();
+    let (read_at, named) = secret_delivery::annotated(cx, secret, K::ID_ANNOTATION).await?;
+    let held = named.as_deref() == Some(key);
+    let recovery = object.recovery(found, held);
+    match recovery {
+        Recovery::Replace | Recovery::Rotate(_) if !held => {
+            let fenced = secret_delivery::fence(cx, secret, read_at.as_deref()).await?;
+            Ok((recovery, Some(fenced)))
+        }
+        _ => Ok((recovery, None)),
+    }
 }
 
 /// Records what the create made and writes its values into the Secret (stamped with the

@@ -139,9 +139,48 @@ pub async fn secret_annotation<K: Managed>(
     name: &str,
     annotation: &str,
 ) -> Result<Option<String>, Error> {
-    Ok(fresh_metadata(cx, name)
-        .await?
-        .and_then(|s| s.annotations().get(annotation).cloned()))
+    Ok(annotated(cx, name, annotation).await?.1)
+}
+
+/// The Secret `name`'s resourceVersion (`None`: no such Secret) and the value of `annotation`
+/// on it, as the apiserver has them now ([`fresh_metadata`]).
+pub async fn annotated<K: Managed>(
+    cx: &Cx<'_, K>,
+    name: &str,
+    annotation: &str,
+) -> Result<(SecretVersion, Option<String>), Error> {
+    let secret = fresh_metadata(cx, name).await?;
+    Ok(secret.map_or((None, None), |s| {
+        let version = s.resource_version().unwrap_or_default();
+        (Some(version), s.annotations().get(annotation).cloned())
+    }))
+}
+
+/// Fences the Secret `name` at `version`, the resourceVersion at which a recovery read that it
+/// does not hold an object's values (`None`: it did not exist), before the recovery deletes or
+/// rotates that object. The fence is a write conditional on `version` that stores no value
+/// (a Secret that did not exist is created empty, owned by this resource). A process still
+/// holding the answer that issued the object's values delivers them conditional on a version
+/// read before its call, so its write now fails instead of storing values about to die; and
+/// one that wrote first makes the fence fail, and the recovery reads again. Returns the version
+/// written, which this process's next delivery expects.
+pub async fn fence<K: Managed>(
+    cx: &Cx<'_, K>,
+    name: &str,
+    version: Option<&str>,
+) -> Result<SecretVersion, Halt> {
+    if cx.ctx.dry_run {
+        // The deletion or rotation it guards reports what it would do.
+        return Ok(version.map(str::to_string));
+    }
+    cx.gate.may_write()?;
+    let delivery = Delivery {
+        name,
+        values: Vec::new(),
+        annotations: Vec::new(),
+        expected: version,
+    };
+    Ok(write(cx, delivery, false).await?)
 }
 
 /// True when the Secret `name` exists and holds `key`.
@@ -173,7 +212,8 @@ pub struct Delivery<'a> {
 /// replica's lease, so a stale writer fails instead of storing values since revoked.
 pub async fn deliver<K: Managed>(cx: &Cx<'_, K>, delivery: Delivery<'_>) -> Result<(), Halt> {
     cx.gate.may_write()?;
-    Ok(write(cx, delivery, false).await?)
+    write(cx, delivery, false).await?;
+    Ok(())
 }
 
 /// Asks Kubernetes whether aigw may write the Secret `name` as [`deliver`] would (`expected`
@@ -194,14 +234,14 @@ pub async fn probe<K: Managed>(
         annotations: Vec::new(),
         expected,
     };
-    write(cx, delivery, true).await
+    write(cx, delivery, true).await.map(|_| ())
 }
 
 async fn write<K: Managed>(
     cx: &Cx<'_, K>,
     delivery: Delivery<'_>,
     dry_run: bool,
-) -> Result<(), Error> {
+) -> Result<SecretVersion, Error> {
     let Delivery {
         name,
         values,
@@ -262,7 +302,7 @@ async fn write<K: Managed>(
             .secrets
             .wrote(&cx.namespace(), name, version.as_deref());
     }
-    let written = written.map(|_| ());
+    let written = written.map(|s| s.resource_version());
     let tried = if dry_run { "may write" } else { "write" };
     written.map_err(|e| match e {
         kube::Error::Api(status) if status.code == 409 && expected.is_none() => {

@@ -34,6 +34,7 @@ use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
+use crate::controller::runtime::failpoints;
 use crate::controller::state::triggers::Triggers;
 use crate::resources::Config;
 use crate::resources::api_key::{ApiKey, ApiKeyStatus, SECRET_KEY};
@@ -307,6 +308,7 @@ impl Issues for ApiKey {
     const ID_ANNOTATION: &'static str = API_KEY_ID_ANNOTATION;
     /// A key whose value no Secret holds is deleted: nobody could ever use it.
     const DISCARDS_UNDELIVERED: bool = true;
+    const AFTER_CREATE: Option<&'static str> = Some(failpoints::AFTER_API_KEY_CREATE);
 
     /// The API's own `rotation_policy` is refused: a server-side rotation would issue a value
     /// that never reaches the Secret.

@@ -13,10 +13,16 @@ pub const AFTER_CREATE_POST: &str = "deployment/after-create-post";
 pub const AFTER_RECOVERY_SAVED: &str = "issuing/after-recovery-saved";
 /// After an API key's rotate call returned the new value, before it is written to the Secret.
 pub const AFTER_API_KEY_ROTATE: &str = "api-key/after-rotate";
+/// After an API key's create returned its value, before it is written to the Secret.
+pub const AFTER_API_KEY_CREATE: &str = "api-key/after-create";
+/// After a recovery deleted the object an earlier create made (its value nowhere), before the
+/// create that replaces it.
+pub const AFTER_RECOVERY_DELETE: &str = "issuing/after-recovery-delete";
 
 #[derive(Debug, Default)]
 pub struct Failpoints {
     armed: Mutex<HashSet<String>>,
+    released: tokio::sync::Notify,
 }
 
 impl Failpoints {
@@ -27,16 +33,36 @@ impl Failpoints {
             .insert(name.to_string());
     }
 
-    /// Never returns when `name` is armed, as if the process had died here.
-    pub async fn hit(&self, name: &str) {
-        let armed = self
-            .armed
+    /// Lets the reconciles frozen at `name` go on, as a process stalled there (paused, cut off)
+    /// would once it resumes.
+    pub fn release(&self, name: &str) {
+        self.armed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .contains(name);
-        if armed {
-            tracing::warn!(failpoint = name, "failpoint hit: freezing this reconcile");
-            std::future::pending::<()>().await;
+            .remove(name);
+        self.released.notify_waiters();
+    }
+
+    /// Returns only once `name` is not armed: never, unless [`Failpoints::release`]d, as if the
+    /// process had died here.
+    pub async fn hit(&self, name: &str) {
+        let mut logged = false;
+        loop {
+            // Registered before the check, so a release in between is not missed.
+            let released = self.released.notified();
+            let armed = self
+                .armed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(name);
+            if !armed {
+                return;
+            }
+            if !logged {
+                tracing::warn!(failpoint = name, "failpoint hit: freezing this reconcile");
+                logged = true;
+            }
+            released.await;
         }
     }
 }

@@ -7,6 +7,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use aigw::controller::runtime::failpoints::{AFTER_API_KEY_CREATE, AFTER_RECOVERY_DELETE};
 use aigw::resources::ApiKey;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
@@ -257,6 +258,39 @@ async fn lost_answers_during_a_replacement_end_with_one_live_key() {
 #[tokio::test]
 async fn lost_answers_during_a_replacement_with_two_operators_end_with_one_live_key() {
     lost_answers_during_replacement(true, "rep-lost2").await
+}
+
+/// A create unfinished, not lost: one operator holds its answer (frozen before the Secret
+/// write) while a second one, taking the create for lost, deletes the key to replace it and
+/// stalls right after the DELETE. When the first resumes, its delivery fails (the second fenced
+/// the Secret before the DELETE): it never stores and records the deleted key.
+#[tokio::test]
+async fn a_key_another_operators_recovery_deleted_is_never_delivered() {
+    let h = Harness::start("rep-fence").await;
+    h.ctx.failpoints.arm(AFTER_API_KEY_CREATE);
+    let spec = service_key("fenced", json!({"trigger": "a"}));
+    support::create(&h.env.api(), &api_key("fenced", spec)).await;
+    let ours = || async { live_ours(&remote_keys(&h).await, "fenced") };
+    let made = support::wait_until(WAIT, || async { ours().await.first().cloned() }).await;
+    let made = made.expect("the first operator never created the key");
+    let (second, _b) = h.second_operator_armed(&[AFTER_RECOVERY_DELETE]);
+    let deleted = support::wait_until(WAIT, || async { ours().await.is_empty().then_some(()) });
+    deleted
+        .await
+        .expect("the second operator never deleted the key it took for lost");
+    h.ctx.failpoints.release(AFTER_API_KEY_CREATE);
+    let settled = h
+        .wait_for::<ApiKey>("fenced", Duration::from_secs(90), ready)
+        .await;
+    let id = settled.status.unwrap().id.unwrap();
+    let live = ours().await;
+    let value = secret_value(&h, "fenced-key").await;
+    second.abort();
+    assert_ne!(made["id"], id.as_str(), "the deleted key was recorded");
+    assert_eq!(live.len(), 1, "one live key at rest: {live:?}");
+    assert_eq!(live[0]["id"], id.as_str());
+    assert_eq!(handshake(&h, &id, &value).await, 200);
+    h.stop().await;
 }
 
 /// Deleted (policy Delete) mid-replacement: no key is left.

@@ -295,6 +295,15 @@ impl Harness {
     /// Runs one more operator (its own caches and state) against the same namespaces, as a
     /// second replica without leader election would. Aborted when the handle is dropped.
     pub fn second_operator(&self) -> tokio::task::JoinHandle<()> {
+        self.second_operator_armed(&[]).0
+    }
+
+    /// A second operator as [`Harness::second_operator`], with the failpoints `armed` armed in
+    /// it; its context is returned, to release them.
+    pub fn second_operator_armed(
+        &self,
+        armed: &[&str],
+    ) -> (tokio::task::JoinHandle<()>, Arc<Context>) {
         let ctx = new_context(
             &self.kube,
             &self.emulator,
@@ -303,7 +312,11 @@ impl Harness {
             self.secret_namespace.clone(),
             self.ctx.hash_key.clone(),
         );
-        tokio::spawn(controller::run(ctx, self.settings.clone()))
+        for failpoint in armed {
+            ctx.failpoints.arm(failpoint);
+        }
+        let run = tokio::spawn(controller::run(ctx.clone(), self.settings.clone()));
+        (run, ctx)
     }
 
     /// Stops the controllers at once, as a killed process would stop, and starts new ones with
