@@ -30,6 +30,7 @@ use crate::api::SecretString;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::IntentStatus;
 use crate::controller::error::{Error, Halt};
+use crate::controller::now_rfc3339;
 use crate::controller::runtime::failpoints;
 
 /// What a kind whose answers issue one-time values supplies besides its verbs.
@@ -113,7 +114,8 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
     if let (Some(replaced), None, true) = (&replaced, K::recorded(&status), object.orphans()) {
         // The object the Secret names: the replaced one until the replacement is delivered.
         let secret = object.secret_name();
-        let (read_at, held) = secret_delivery::annotated(cx, secret, K::ID_ANNOTATION).await?;
+        let read = secret_delivery::read_now(cx, secret, K::ID_ANNOTATION).await?;
+        let held = read.named.clone();
         // What the replacement's unfinished create made is held by nobody: it goes, unless the
         // Secret holds it already (the replacement was delivered, only its record was lost).
         if status.pending_create().is_some() {
@@ -135,9 +137,11 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
                         ),
                     )),
                     Recovery::Replace | Recovery::Rotate(_) => {
-                        if !stored {
-                            // Whoever holds its answer must not deliver it after the DELETE.
-                            secret_delivery::fence(cx, secret, read_at.as_deref()).await?;
+                        // Whoever holds its answer must not deliver it after the DELETE. No
+                        // Secret: a delivery after this one would recreate it, owned by a
+                        // resource about to be gone (collected), so none is made to release.
+                        if !stored && read.version.is_some() {
+                            secret_delivery::fence(cx, secret, &read).await?;
                         }
                         let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
                         changes.extend(remove(object, cx, &status, &key, &what).await?);
@@ -224,6 +228,12 @@ async fn create<K: Issues>(
         secret_delivery::probe(cx, object.secret_name(), version.as_deref()).await?;
     }
     let mut changes = Vec::new();
+    if status.pending_create().is_some() {
+        cx.ctx
+            .failpoints
+            .hit(failpoints::BEFORE_CREATE_LOOKUP)
+            .await;
+    }
     let posted = match flow::post_once(object, cx, status, &before, desired, client).await? {
         Created::Posted(posted) => posted,
         Created::Recovered(found) => {
@@ -282,6 +292,23 @@ async fn recover<K: Issues>(
         *version = fenced;
     }
     if recovery == Recovery::Replace {
+        // The status is fenced too: the intent is written again, conditional on the version
+        // this reconcile read, with the time its request is known to have ended. A process that
+        // would record the key from an older view (its creator, whose Secret write the fence
+        // failed, keeping the key for a rotation when its own DELETE fails) now fails instead
+        // of recording, then rotating into the Secret, a key about to be deleted. (An end
+        // recorded already was recorded by a creator that never had the answer.)
+        let mut intent = before.clone();
+        if let Some(attempt) = intent.create_attempt_mut() {
+            attempt.ended_at.get_or_insert_with(now_rfc3339);
+        }
+        cx.save_intent(&intent)
+            .await
+            .map_err(|e| keep_intent(status, e))?;
+        cx.ctx
+            .failpoints
+            .hit(failpoints::BEFORE_RECOVERY_DELETE)
+            .await;
         let what = format!(
             "{} {key} (an earlier create made it, but its answer and so its value were lost)",
             K::WHAT
@@ -359,12 +386,12 @@ async fn unheld<K: Issues>(
     key: &str,
 ) -> Result<(Recovery, Option<SecretVersion>), Halt> {
     let secret = object.secret_name();
-    let (read_at, named) = secret_delivery::annotated(cx, secret, K::ID_ANNOTATION).await?;
-    let held = named.as_deref() == Some(key);
+    let read = secret_delivery::read_now(cx, secret, K::ID_ANNOTATION).await?;
+    let held = read.named.as_deref() == Some(key);
     let recovery = object.recovery(found, held);
     match recovery {
         Recovery::Replace | Recovery::Rotate(_) if !held => {
-            let fenced = secret_delivery::fence(cx, secret, read_at.as_deref()).await?;
+            let fenced = secret_delivery::fence(cx, secret, &read).await?;
             Ok((recovery, Some(fenced)))
         }
         _ => Ok((recovery, None)),

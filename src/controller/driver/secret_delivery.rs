@@ -115,21 +115,26 @@ pub async fn check_secret_is_ours<K: Managed>(
     let Some(secret) = metadata(cx, name).await? else {
         return Ok(None);
     };
-    let uid = cx.object.meta().uid.as_deref().unwrap_or_default();
-    let managed = secret.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
-    let ours = secret
-        .annotations()
-        .get(OWNER_UID_ANNOTATION)
-        .map(String::as_str)
-        == Some(uid)
-        || secret.owner_references().iter().any(|o| o.uid == uid);
-    if managed && ours {
+    if ours(cx, &secret) {
         return Ok(Some(secret.resource_version().unwrap_or_default()));
     }
     Err(Error::SecretConflict(format!(
         "Secret {name} exists and was not created by aigw for this {}; aigw never overwrites it: name another Secret in {field}, or delete that one",
         K::KIND
     )))
+}
+
+/// True when the Secret is aigw's, for this resource: aigw's label and this resource's uid.
+fn ours<K: Managed>(cx: &Cx<'_, K>, secret: &PartialObjectMeta<Secret>) -> bool {
+    let uid = cx.object.meta().uid.as_deref().unwrap_or_default();
+    let managed = secret.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
+    let owned = secret
+        .annotations()
+        .get(OWNER_UID_ANNOTATION)
+        .map(String::as_str)
+        == Some(uid)
+        || secret.owner_references().iter().any(|o| o.uid == uid);
+    managed && owned
 }
 
 /// The value of `annotation` on the Secret `name`, if both exist, as the apiserver has it now:
@@ -139,46 +144,60 @@ pub async fn secret_annotation<K: Managed>(
     name: &str,
     annotation: &str,
 ) -> Result<Option<String>, Error> {
-    Ok(annotated(cx, name, annotation).await?.1)
+    Ok(read_now(cx, name, annotation).await?.named)
 }
 
-/// The Secret `name`'s resourceVersion (`None`: no such Secret) and the value of `annotation`
-/// on it, as the apiserver has them now ([`fresh_metadata`]).
-pub async fn annotated<K: Managed>(
+/// The Secret a recovery reads before it decides ([`read_now`]).
+#[derive(Debug, Clone, Default)]
+pub struct ReadNow {
+    /// Its resourceVersion; `None`: no such Secret.
+    pub version: SecretVersion,
+    /// The annotation asked for (the remote object whose values it holds).
+    pub named: Option<String>,
+    /// It exists and is not aigw's for this resource.
+    pub foreign: bool,
+}
+
+/// The Secret `name` as the apiserver has it now ([`fresh_metadata`]): its version, the value
+/// of `annotation`, and whether it is someone else's.
+pub async fn read_now<K: Managed>(
     cx: &Cx<'_, K>,
     name: &str,
     annotation: &str,
-) -> Result<(SecretVersion, Option<String>), Error> {
-    let secret = fresh_metadata(cx, name).await?;
-    Ok(secret.map_or((None, None), |s| {
-        let version = s.resource_version().unwrap_or_default();
-        (Some(version), s.annotations().get(annotation).cloned())
-    }))
+) -> Result<ReadNow, Error> {
+    let Some(secret) = fresh_metadata(cx, name).await? else {
+        return Ok(ReadNow::default());
+    };
+    Ok(ReadNow {
+        version: Some(secret.resource_version().unwrap_or_default()),
+        named: secret.annotations().get(annotation).cloned(),
+        foreign: !ours(cx, &secret),
+    })
 }
 
-/// Fences the Secret `name` at `version`, the resourceVersion at which a recovery read that it
-/// does not hold an object's values (`None`: it did not exist), before the recovery deletes or
-/// rotates that object. The fence is a write conditional on `version` that stores no value
-/// (a Secret that did not exist is created empty, owned by this resource). A process still
-/// holding the answer that issued the object's values delivers them conditional on a version
-/// read before its call, so its write now fails instead of storing values about to die; and
-/// one that wrote first makes the fence fail, and the recovery reads again. Returns the version
-/// written, which this process's next delivery expects.
+/// Fences the Secret `name` as `read` found it (not holding an object's values) before a
+/// recovery deletes or rotates that object: a write conditional on the version read that stores
+/// no value (a Secret that did not exist is created empty, owned by this resource). A process
+/// still holding the answer that issued the object's values delivers them conditional on a
+/// version read before its call, so its write now fails instead of storing values about to die;
+/// one that wrote first makes the fence fail, and the recovery reads again. Someone else's
+/// Secret is never written: it fails every conditional write of aigw's already. Returns the
+/// version the next delivery of this process expects.
 pub async fn fence<K: Managed>(
     cx: &Cx<'_, K>,
     name: &str,
-    version: Option<&str>,
+    read: &ReadNow,
 ) -> Result<SecretVersion, Halt> {
-    if cx.ctx.dry_run {
-        // The deletion or rotation it guards reports what it would do.
-        return Ok(version.map(str::to_string));
+    if cx.ctx.dry_run || read.foreign {
+        // Dry run: the deletion or rotation it guards reports what it would do.
+        return Ok(read.version.clone());
     }
     cx.gate.may_write()?;
     let delivery = Delivery {
         name,
         values: Vec::new(),
         annotations: Vec::new(),
-        expected: version,
+        expected: read.version.as_deref(),
     };
     Ok(write(cx, delivery, false).await?)
 }
@@ -304,7 +323,22 @@ async fn write<K: Managed>(
     }
     let written = written.map(|s| s.resource_version());
     let tried = if dry_run { "may write" } else { "write" };
+    // Created meanwhile: by another aigw process for this resource (a recovery's fence, a
+    // slower delivery), which a retry reads again; or by someone else, which stays refused.
+    let created_by_us = match &written {
+        Err(kube::Error::Api(status)) if status.code == 409 && expected.is_none() => {
+            let now = fresh_metadata(cx, name).await.ok().flatten();
+            Some(now.is_some_and(|s| ours(cx, &s)))
+        }
+        _ => None,
+    };
     written.map_err(|e| match e {
+        kube::Error::Api(status) if created_by_us == Some(true) => Error::kube(
+            format!(
+                "write the credentials Secret {name}: another aigw process created it since it was read; not overwriting it"
+            ),
+            kube::Error::Api(status),
+        ),
         kube::Error::Api(status) if status.code == 409 && expected.is_none() => {
             Error::SecretConflict(format!(
                 "Secret {name} was created by someone else while aigw was issuing the values it was to hold; aigw never overwrites it"

@@ -15,6 +15,11 @@ pub const AFTER_RECOVERY_SAVED: &str = "issuing/after-recovery-saved";
 pub const AFTER_API_KEY_ROTATE: &str = "api-key/after-rotate";
 /// After an API key's create returned its value, before it is written to the Secret.
 pub const AFTER_API_KEY_CREATE: &str = "api-key/after-create";
+/// Before a create whose intent is recorded looks up what the earlier create made.
+pub const BEFORE_CREATE_LOOKUP: &str = "issuing/before-create-lookup";
+/// After a recovery fenced the Secret and the status, before it deletes the object an earlier
+/// create made.
+pub const BEFORE_RECOVERY_DELETE: &str = "issuing/before-recovery-delete";
 /// After a recovery deleted the object an earlier create made (its value nowhere), before the
 /// create that replaces it.
 pub const AFTER_RECOVERY_DELETE: &str = "issuing/after-recovery-delete";
@@ -22,6 +27,8 @@ pub const AFTER_RECOVERY_DELETE: &str = "issuing/after-recovery-delete";
 #[derive(Debug, Default)]
 pub struct Failpoints {
     armed: Mutex<HashSet<String>>,
+    /// The armed points a reconcile has reached.
+    reached: Mutex<HashSet<String>>,
     released: tokio::sync::Notify,
 }
 
@@ -31,6 +38,14 @@ impl Failpoints {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(name.to_string());
+    }
+
+    /// True once a reconcile has reached `name` while it was armed.
+    pub fn reached(&self, name: &str) -> bool {
+        self.reached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(name)
     }
 
     /// Lets the reconciles frozen at `name` go on, as a process stalled there (paused, cut off)
@@ -60,6 +75,10 @@ impl Failpoints {
             }
             if !logged {
                 tracing::warn!(failpoint = name, "failpoint hit: freezing this reconcile");
+                self.reached
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name.to_string());
                 logged = true;
             }
             released.await;

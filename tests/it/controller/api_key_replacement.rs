@@ -7,7 +7,9 @@ use crate::support;
 
 use std::time::Duration;
 
-use aigw::controller::runtime::failpoints::{AFTER_API_KEY_CREATE, AFTER_RECOVERY_DELETE};
+use aigw::controller::runtime::failpoints::{
+    AFTER_API_KEY_CREATE, AFTER_RECOVERY_DELETE, BEFORE_CREATE_LOOKUP, BEFORE_RECOVERY_DELETE,
+};
 use aigw::resources::ApiKey;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
@@ -260,6 +262,44 @@ async fn lost_answers_during_a_replacement_with_two_operators_end_with_one_live_
     lost_answers_during_replacement(true, "rep-lost2").await
 }
 
+/// Creates the ApiKey `name` with the harness's operator frozen right after the create's
+/// answer (before its Secret write); returns the id of the key it made.
+async fn made_by_a_frozen_creator(h: &Harness, name: &str) -> String {
+    h.ctx.failpoints.arm(AFTER_API_KEY_CREATE);
+    let spec = service_key(name, json!({"trigger": "a"}));
+    support::create(&h.env.api(), &api_key(name, spec)).await;
+    let made = support::wait_until(WAIT, || async {
+        live_ours(&remote_keys(h).await, name).first().cloned()
+    });
+    let made = made
+        .await
+        .expect("the first operator never created the key");
+    made["id"].as_str().unwrap().to_string()
+}
+
+/// Waits until the operator of `cx` is frozen at `point`.
+async fn reached(cx: &aigw::controller::Context, point: &str) {
+    support::wait_until(WAIT, || async {
+        cx.failpoints.reached(point).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("the second operator never reached {point}"))
+}
+
+/// At rest, the ApiKey `name` (recording `id`) has one live key, `id`, and its Secret holds
+/// its value.
+async fn one_live_key_held(h: &Harness, name: &str, id: &str) {
+    let live = live_ours(&remote_keys(h).await, name);
+    let value = secret_value(h, &format!("{name}-key")).await;
+    assert_eq!(live.len(), 1, "one live key at rest: {live:?}");
+    assert_eq!(live[0]["id"], id);
+    assert_eq!(
+        handshake(h, id, &value).await,
+        200,
+        "the recorded key is dead"
+    );
+}
+
 /// A create unfinished, not lost: one operator holds its answer (frozen before the Secret
 /// write) while a second one, taking the create for lost, deletes the key to replace it and
 /// stalls right after the DELETE. When the first resumes, its delivery fails (the second fenced
@@ -267,29 +307,107 @@ async fn lost_answers_during_a_replacement_with_two_operators_end_with_one_live_
 #[tokio::test]
 async fn a_key_another_operators_recovery_deleted_is_never_delivered() {
     let h = Harness::start("rep-fence").await;
-    h.ctx.failpoints.arm(AFTER_API_KEY_CREATE);
-    let spec = service_key("fenced", json!({"trigger": "a"}));
-    support::create(&h.env.api(), &api_key("fenced", spec)).await;
-    let ours = || async { live_ours(&remote_keys(&h).await, "fenced") };
-    let made = support::wait_until(WAIT, || async { ours().await.first().cloned() }).await;
-    let made = made.expect("the first operator never created the key");
-    let (second, _b) = h.second_operator_armed(&[AFTER_RECOVERY_DELETE]);
-    let deleted = support::wait_until(WAIT, || async { ours().await.is_empty().then_some(()) });
-    deleted
-        .await
-        .expect("the second operator never deleted the key it took for lost");
+    let made = made_by_a_frozen_creator(&h, "fenced").await;
+    let (second, b) = h.second_operator_armed(&[AFTER_RECOVERY_DELETE]);
+    reached(&b, AFTER_RECOVERY_DELETE).await;
+    assert!(live_ours(&remote_keys(&h).await, "fenced").is_empty());
     h.ctx.failpoints.release(AFTER_API_KEY_CREATE);
     let settled = h
         .wait_for::<ApiKey>("fenced", Duration::from_secs(90), ready)
         .await;
     let id = settled.status.unwrap().id.unwrap();
-    let live = ours().await;
-    let value = secret_value(&h, "fenced-key").await;
+    assert_ne!(made, id, "the deleted key was recorded");
+    one_live_key_held(&h, "fenced", &id).await;
     second.abort();
-    assert_ne!(made["id"], id.as_str(), "the deleted key was recorded");
-    assert_eq!(live.len(), 1, "one live key at rest: {live:?}");
-    assert_eq!(live[0]["id"], id.as_str());
-    assert_eq!(handshake(&h, &id, &value).await, 200);
+    // The Secret the fence created is aigw's: the failed delivery retries, blaming no one.
+    let events = h.env.events_text().await;
+    assert!(!events.contains("SecretConflict"), "{events}");
+    h.stop().await;
+}
+
+/// The same race, another way: the second operator is frozen before its DELETE (after its
+/// fences), and the first one's own DELETE of the key is refused once its Secret write fails,
+/// so it keeps the key (a rotation owed). Once the second operator deletes the key, what
+/// settles holds a live key: the first never stored and recorded the key about to be deleted.
+#[tokio::test]
+async fn a_key_another_operators_recovery_is_deleting_is_never_recorded() {
+    let h = Harness::start("rep-fence2").await;
+    let made = made_by_a_frozen_creator(&h, "fenced2").await;
+    let (second, b) = h.second_operator_armed(&[BEFORE_RECOVERY_DELETE]);
+    reached(&b, BEFORE_RECOVERY_DELETE).await;
+    let delete = format!("DELETE {SERVICE_KEYS}/{{keyId}}");
+    h.faults(json!({"failing_routes": {delete: 400}})).await;
+    h.ctx.failpoints.release(AFTER_API_KEY_CREATE);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    h.faults(json!({})).await;
+    b.failpoints.release(BEFORE_RECOVERY_DELETE);
+    let settled = h
+        .wait_for::<ApiKey>("fenced2", Duration::from_secs(90), ready)
+        .await;
+    let id = settled.status.unwrap().id.unwrap();
+    assert_ne!(made, id, "the deleted key was recorded");
+    one_live_key_held(&h, "fenced2", &id).await;
+    second.abort();
+    h.stop().await;
+}
+
+/// A recovery from a stale view: the second operator read the ApiKey while its create was
+/// unanswered and stalls; meanwhile the first records the key, the user deletes the Secret and
+/// asks for a new value (trigger `b`). The stale recovery finds the key, not in the (missing)
+/// Secret, and would delete it just after the first rotated it into the Secret. It writes the
+/// intent again first, conditional on its view: that fails, so it deletes nothing, and the
+/// rotated key stays live.
+#[tokio::test]
+async fn a_recovery_from_a_stale_view_never_deletes_a_key_rotated_since() {
+    let h = Harness::start("rep-fence3").await;
+    let made = made_by_a_frozen_creator(&h, "stale").await;
+    let armed = [BEFORE_CREATE_LOOKUP, BEFORE_RECOVERY_DELETE];
+    let (second, b) = h.second_operator_armed(&armed);
+    reached(&b, BEFORE_CREATE_LOOKUP).await;
+    h.ctx.failpoints.release(AFTER_API_KEY_CREATE);
+    h.wait_for::<ApiKey>("stale", WAIT, |k| {
+        ready(k) && k.status.as_ref().and_then(|s| s.id.as_deref()) == Some(made.as_str())
+    })
+    .await;
+    let secrets = h.env.api::<Secret>();
+    secrets
+        .delete("stale-key", &Default::default())
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        secrets
+            .get_opt("stale-key")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the Secret was never deleted");
+    b.failpoints.release(BEFORE_CREATE_LOOKUP);
+    // The stale recovery fences the Secret (creating it, empty) before anything else.
+    support::wait_until(WAIT, || async {
+        secrets.get_opt("stale-key").await.unwrap().map(|_| ())
+    })
+    .await
+    .expect("the stale recovery never fenced the Secret");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    set_trigger_no_wait(&h, "stale", "b").await;
+    let rotated = h
+        .wait_for::<ApiKey>("stale", WAIT, |k| {
+            let rotated = k
+                .status
+                .as_ref()
+                .map(|s| &s.rotation.observed_rotation_trigger);
+            ready(k) && rotated.is_some_and(|t| t.as_deref() == Some("b"))
+        })
+        .await;
+    b.failpoints.release(BEFORE_RECOVERY_DELETE);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let id = rotated.status.unwrap().id.unwrap();
+    assert_eq!(id, made, "the key is rotated, not replaced");
+    one_live_key_held(&h, "stale", &id).await;
+    second.abort();
     h.stop().await;
 }
 
