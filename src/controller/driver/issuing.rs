@@ -143,6 +143,7 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
                         if !stored && read.version.is_some() {
                             secret_delivery::fence(cx, secret, &read).await?;
                         }
+                        fence_intent(cx, &status).await?;
                         let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
                         changes.extend(remove(object, cx, &status, &key, &what).await?);
                     }
@@ -292,17 +293,7 @@ async fn recover<K: Issues>(
         *version = fenced;
     }
     if recovery == Recovery::Replace {
-        // The status is fenced too: the intent is written again, conditional on the version
-        // this reconcile read, with the time its request is known to have ended. A process that
-        // would record the key from an older view (its creator, whose Secret write the fence
-        // failed, keeping the key for a rotation when its own DELETE fails) now fails instead
-        // of recording, then rotating into the Secret, a key about to be deleted. (An end
-        // recorded already was recorded by a creator that never had the answer.)
-        let mut intent = before.clone();
-        if let Some(attempt) = intent.create_attempt_mut() {
-            attempt.ended_at.get_or_insert_with(now_rfc3339);
-        }
-        cx.save_intent(&intent)
+        fence_intent(cx, before)
             .await
             .map_err(|e| keep_intent(status, e))?;
         cx.ctx
@@ -392,10 +383,26 @@ async fn unheld<K: Issues>(
     match recovery {
         Recovery::Replace | Recovery::Rotate(_) if !held => {
             let fenced = secret_delivery::fence(cx, secret, &read).await?;
-            Ok((recovery, Some(fenced)))
+            Ok((recovery, fenced))
         }
         _ => Ok((recovery, None)),
     }
+}
+
+/// Fences the resource before a recovery deletes what the unfinished create of `with_intent`
+/// made: the intent is written again, conditional on the version this reconcile read, with the
+/// time its request is known to have ended. A process that would record the object from an
+/// older view (its creator, whose Secret write the fence failed, keeping the object for a
+/// rotation when its own DELETE fails; a recovery from a stale copy) now fails instead of
+/// recording, then rotating into the Secret, an object about to be deleted. An end recorded
+/// already was recorded by a creator that never had the answer; the write then changes nothing
+/// but still fails on a version that moved.
+async fn fence_intent<K: Issues>(cx: &Cx<'_, K>, with_intent: &K::Status) -> Result<(), Halt> {
+    let mut intent = with_intent.clone();
+    if let Some(attempt) = intent.create_attempt_mut() {
+        attempt.ended_at.get_or_insert_with(now_rfc3339);
+    }
+    cx.save_intent(&intent).await
 }
 
 /// Records what the create made and writes its values into the Secret (stamped with the

@@ -34,6 +34,8 @@ pub use crate::controller::state::secret_cache::{MANAGED_BY, MANAGED_BY_LABEL};
 pub const ROTATION_ID_ANNOTATION: &str = "aigw.io/rotation-id";
 /// Annotation on a delivered Secret: the uid of the resource that wrote it.
 pub const OWNER_UID_ANNOTATION: &str = "aigw.io/owner-uid";
+/// Changed by every [`fence`] (a random id), so that the fence moves the Secret's version.
+pub const FENCE_ANNOTATION: &str = "aigw.io/fence";
 /// Pod-template annotation patched onto the workloads of `spec.rotation.restart`.
 pub const ROTATED_AT_ANNOTATION: &str = "aigw.io/credentials-rotated-at";
 
@@ -177,29 +179,31 @@ pub async fn read_now<K: Managed>(
 
 /// Fences the Secret `name` as `read` found it (not holding an object's values) before a
 /// recovery deletes or rotates that object: a write conditional on the version read that stores
-/// no value (a Secret that did not exist is created empty, owned by this resource). A process
-/// still holding the answer that issued the object's values delivers them conditional on a
-/// version read before its call, so its write now fails instead of storing values about to die;
-/// one that wrote first makes the fence fail, and the recovery reads again. Someone else's
-/// Secret is never written: it fails every conditional write of aigw's already. Returns the
-/// version the next delivery of this process expects.
+/// no value but a new [`FENCE_ANNOTATION`] (so the version moves: the apiserver keeps the
+/// version of a write that changes nothing), creating the Secret empty and owned by this
+/// resource if it did not exist. A process still holding the answer that issued the object's
+/// values delivers them conditional on a version read before its call, so its write now fails
+/// instead of storing values about to die; one that wrote first makes the fence fail, and the
+/// recovery reads again. Returns the version the next delivery of this process expects; `None`
+/// when nothing was written: in a dry run, and for someone else's Secret, which fails every
+/// conditional write of aigw's already (and whose version is never used as a precondition).
 pub async fn fence<K: Managed>(
     cx: &Cx<'_, K>,
     name: &str,
     read: &ReadNow,
-) -> Result<SecretVersion, Halt> {
+) -> Result<Option<SecretVersion>, Halt> {
     if cx.ctx.dry_run || read.foreign {
         // Dry run: the deletion or rotation it guards reports what it would do.
-        return Ok(read.version.clone());
+        return Ok(None);
     }
     cx.gate.may_write()?;
     let delivery = Delivery {
         name,
         values: Vec::new(),
-        annotations: Vec::new(),
+        annotations: vec![(FENCE_ANNOTATION, uuid::Uuid::new_v4().to_string())],
         expected: read.version.as_deref(),
     };
-    Ok(write(cx, delivery, false).await?)
+    Ok(Some(write(cx, delivery, false).await?))
 }
 
 /// True when the Secret `name` exists and holds `key`.
@@ -325,20 +329,24 @@ async fn write<K: Managed>(
     let tried = if dry_run { "may write" } else { "write" };
     // Created meanwhile: by another aigw process for this resource (a recovery's fence, a
     // slower delivery), which a retry reads again; or by someone else, which stays refused.
-    let created_by_us = match &written {
+    // Only a Secret read back as someone else's is refused as theirs; one that is gone again or
+    // cannot be read is retried like any conflict.
+    let foreign = match &written {
         Err(kube::Error::Api(status)) if status.code == 409 && expected.is_none() => {
             let now = fresh_metadata(cx, name).await.ok().flatten();
-            Some(now.is_some_and(|s| ours(cx, &s)))
+            now.is_some_and(|s| !ours(cx, &s))
         }
-        _ => None,
+        _ => false,
     };
     written.map_err(|e| match e {
-        kube::Error::Api(status) if created_by_us == Some(true) => Error::kube(
-            format!(
-                "write the credentials Secret {name}: another aigw process created it since it was read; not overwriting it"
-            ),
-            kube::Error::Api(status),
-        ),
+        kube::Error::Api(status) if status.code == 409 && expected.is_none() && !foreign => {
+            Error::kube(
+                format!(
+                    "write the credentials Secret {name}: it was created since it was read (by another aigw process for this resource, or it could not be read back); not overwriting it"
+                ),
+                kube::Error::Api(status),
+            )
+        }
         kube::Error::Api(status) if status.code == 409 && expected.is_none() => {
             Error::SecretConflict(format!(
                 "Secret {name} was created by someone else while aigw was issuing the values it was to hold; aigw never overwrites it"

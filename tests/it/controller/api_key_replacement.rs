@@ -12,6 +12,7 @@ use aigw::controller::runtime::failpoints::{
 };
 use aigw::resources::ApiKey;
 use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::harness::Harness;
@@ -347,6 +348,51 @@ async fn a_key_another_operators_recovery_is_deleting_is_never_recorded() {
     let id = settled.status.unwrap().id.unwrap();
     assert_ne!(made, id, "the deleted key was recorded");
     one_live_key_held(&h, "fenced2", &id).await;
+    second.abort();
+    h.stop().await;
+}
+
+/// The race mid-replacement, where the Secret exists (it holds the replaced key's value): the
+/// fence must move its version, or the frozen creator's delivery would overwrite the replaced
+/// key's working value with the replacement key the second operator deleted.
+#[tokio::test]
+async fn a_replacement_another_operators_recovery_deleted_never_reaches_the_secret() {
+    let h = Harness::start("rep-fence4").await;
+    let replaced = create(&h, "midway", service_key("midway", json!({"trigger": "a"}))).await;
+    let value = secret_value(&h, "midway-key").await;
+    h.ctx.failpoints.arm(AFTER_API_KEY_CREATE);
+    lose_the_rotate_answer(&h, "midway", &replaced).await;
+    h.faults(json!({})).await;
+    // The rotation is given up and the replacement created; its answer is held.
+    let made = support::wait_until(WAIT, || async {
+        let keys = live_ours(&remote_keys(&h).await, "midway");
+        keys.into_iter().find(|k| k["id"] != replaced.as_str())
+    });
+    let made = made.await.expect("the replacement was never created");
+    let (second, b) = h.second_operator_armed(&[AFTER_RECOVERY_DELETE]);
+    reached(&b, AFTER_RECOVERY_DELETE).await;
+    h.ctx.failpoints.release(AFTER_API_KEY_CREATE);
+    let secrets = h.env.api::<Secret>();
+    for _ in 0..30 {
+        let secret = secrets.get("midway-key").await.unwrap();
+        let named = secret.annotations().get("aigw.io/api-key-id").cloned();
+        assert_ne!(
+            named.as_deref(),
+            made["id"].as_str(),
+            "the deleted key reached the Secret"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let settled = h
+        .wait_for::<ApiKey>("midway", Duration::from_secs(90), |k| {
+            let s = k.status.as_ref().unwrap();
+            ready(k) && s.replaced_key.is_none() && s.id.as_deref() != Some(replaced.as_str())
+        })
+        .await;
+    let id = settled.status.unwrap().id.unwrap();
+    assert_ne!(made["id"], id.as_str(), "the deleted key was recorded");
+    assert_ne!(secret_value(&h, "midway-key").await, value);
+    one_live_key_held(&h, "midway", &id).await;
     second.abort();
     h.stop().await;
 }
