@@ -370,7 +370,7 @@ async fn write<K: Managed>(
 }
 
 /// Keeps the Secret `name` when the resource goes (`deletionPolicy: Orphan`): drops its owner
-/// reference so garbage collection leaves it.
+/// reference so garbage collection leaves it, unless it holds no value.
 pub async fn release_secret<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<(), Halt> {
     let uid = cx.object.meta().uid.as_deref().unwrap_or_default();
     let Some(secret) = metadata(cx, name).await? else {
@@ -383,6 +383,12 @@ pub async fn release_secret<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<()
         .cloned()
         .collect();
     if kept.len() == secret.owner_references().len() {
+        return Ok(());
+    }
+    // A Secret that holds no value (only a recovery's fence made it) keeps nothing worth
+    // keeping: it goes with the resource instead of being left behind, empty.
+    let holds = delivered(cx, name).await?.and_then(|s| s.data);
+    if holds.is_none_or(|data| data.is_empty()) {
         return Ok(());
     }
     cx.gate.may_write()?;

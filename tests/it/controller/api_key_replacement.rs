@@ -51,6 +51,11 @@ async fn delete_mid_replacement(h: &mut Harness, name: &str) {
     tokio::time::sleep(Duration::from_secs(2)).await;
     h.stop_operator().await;
     h.faults(json!({})).await;
+    delete_with_a_new_operator(h, name).await;
+}
+
+/// Deletes the ApiKey `name` and starts a new operator, which finishes the deletion.
+async fn delete_with_a_new_operator(h: &mut Harness, name: &str) {
     h.env.delete::<ApiKey>(name).await;
     h.restart_operator().await;
     let gone = support::wait_until(Duration::from_secs(90), || async {
@@ -193,17 +198,7 @@ async fn orphaned_with_the_replacement_delivered(mut h: Harness, spec: Value) {
     let annotations = unrecorded.metadata.annotations.unwrap_or_default();
     assert!(annotations.contains_key("aigw.io/create-intent"));
     assert_eq!(unrecorded.status.unwrap().id, None);
-    h.env.delete::<ApiKey>("held").await;
-    h.restart_operator().await;
-    let gone = support::wait_until(Duration::from_secs(90), || async {
-        h.env
-            .get_opt::<ApiKey>("held")
-            .await
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the ApiKey was never deleted");
+    delete_with_a_new_operator(&mut h, "held").await;
     let kept = secret_value(&h, "held-key").await;
     assert_eq!(kept, value);
     assert_eq!(
@@ -266,8 +261,11 @@ async fn lost_answers_during_a_replacement_with_two_operators_end_with_one_live_
 /// Creates the ApiKey `name` with the harness's operator frozen right after the create's
 /// answer (before its Secret write); returns the id of the key it made.
 async fn made_by_a_frozen_creator(h: &Harness, name: &str) -> String {
+    made_by_a_frozen_creator_of(h, name, service_key(name, json!({"trigger": "a"}))).await
+}
+
+async fn made_by_a_frozen_creator_of(h: &Harness, name: &str, spec: Value) -> String {
     h.ctx.failpoints.arm(AFTER_API_KEY_CREATE);
-    let spec = service_key(name, json!({"trigger": "a"}));
     support::create(&h.env.api(), &api_key(name, spec)).await;
     let made = support::wait_until(WAIT, || async {
         live_ours(&remote_keys(h).await, name).first().cloned()
@@ -323,6 +321,37 @@ async fn a_key_another_operators_recovery_deleted_is_never_delivered() {
     // The Secret the fence created is aigw's: the failed delivery retries, blaming no one.
     let events = h.env.events_text().await;
     assert!(!events.contains("SecretConflict"), "{events}");
+    h.stop().await;
+}
+
+/// An `Orphan` ApiKey deleted while its Secret holds nothing but a recovery's fence: the empty
+/// Secret is not released (kept forever, empty, blocking the name); it goes with the resource.
+#[tokio::test]
+async fn an_orphaned_api_key_leaves_no_empty_fenced_secret_behind() {
+    let mut h = Harness::start("rep-fence5").await;
+    made_by_a_frozen_creator_of(&h, "emptied", orphaning("emptied")).await;
+    let (second, b) = h.second_operator_armed(&[AFTER_RECOVERY_DELETE]);
+    reached(&b, AFTER_RECOVERY_DELETE).await;
+    let uid = h
+        .env
+        .get_opt::<ApiKey>("emptied")
+        .await
+        .unwrap()
+        .uid()
+        .unwrap();
+    delete_with_a_new_operator(&mut h, "emptied").await;
+    second.abort();
+    let secret = h.env.api::<Secret>().get("emptied-key").await.unwrap();
+    assert!(
+        secret.data.as_ref().is_none_or(|d| d.is_empty()),
+        "only the fence wrote it"
+    );
+    let owners: Vec<String> = secret
+        .owner_references()
+        .iter()
+        .map(|o| o.uid.clone())
+        .collect();
+    assert_eq!(owners, [uid], "the empty Secret goes with its ApiKey");
     h.stop().await;
 }
 
