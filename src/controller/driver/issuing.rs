@@ -115,7 +115,7 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
         // The object the Secret names: the replaced one until the replacement is delivered.
         let secret = object.secret_name();
         let read = secret_delivery::read_now(cx, secret, K::ID_ANNOTATION).await?;
-        let held = read.named.clone();
+        let held = read.named.as_deref();
         // What the replacement's unfinished create made is held by nobody: it goes, unless the
         // Secret holds it already (the replacement was delivered, only its record was lost).
         if status.pending_create().is_some() {
@@ -124,7 +124,7 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
                 made_by_unfinished_create(&status, K::WHAT, lookup, cx.ctx.call_windows).await?
             {
                 let key = K::Calls::found_key(&found);
-                let stored = held.as_deref() == Some(key.as_str());
+                let stored = held == Some(key.as_str());
                 match object.recovery(&found, stored) {
                     Recovery::Stored | Recovery::Found => {}
                     // Taken under the adoption grant, not proven the replacement's: never

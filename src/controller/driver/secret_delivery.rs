@@ -327,10 +327,9 @@ async fn write<K: Managed>(
     }
     let written = written.map(|s| s.resource_version());
     let tried = if dry_run { "may write" } else { "write" };
-    // Created meanwhile: by another aigw process for this resource (a recovery's fence, a
-    // slower delivery), which a retry reads again; or by someone else, which stays refused.
-    // Only a Secret read back as someone else's is refused as theirs; one that is gone again or
-    // cannot be read is retried like any conflict.
+    // Created since it was read: refused as someone else's only when it reads back so; one
+    // another aigw process made for this resource (a recovery's fence, a slower delivery), or
+    // one gone again or unreadable, is retried like any conflict.
     let foreign = match &written {
         Err(kube::Error::Api(status)) if status.code == 409 && expected.is_none() => {
             let now = fresh_metadata(cx, name).await.ok().flatten();
