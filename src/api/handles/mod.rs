@@ -95,7 +95,11 @@ const MAX_PAGES: u32 = 10_000;
 /// whether the pages prove the whole list: every page up to `total` arrived, every page
 /// reported the same `total`, and no row came twice (a row seen twice means rows shifted
 /// between pages, so another may have been skipped). Anything else (an early empty page, a
-/// changed total, shifted rows) leaves it incomplete: not proof of absence.
+/// changed total, shifted rows) leaves it incomplete: not proof of absence. Without a `total`
+/// only an empty page ends the list: a short page may be the server's own page size (one the
+/// query did not name, or smaller than it asked for), and taking it for the last would leave
+/// the next page's rows out. A page of rows seen already (a server that ignores
+/// `current_page`) ends the listing, incomplete.
 async fn paged<T: DeserializeOwned>(
     client: &Client,
     template: &'static str,
@@ -104,10 +108,6 @@ async fn paged<T: DeserializeOwned>(
     id_of: impl Fn(&T) -> &str,
 ) -> Result<Listing<T>, ApiError> {
     require(template, params)?;
-    let page_size: Option<u64> = pairs
-        .iter()
-        .find(|(k, _)| *k == "page_size")
-        .and_then(|(_, v)| v.parse().ok());
     let mut all: Vec<T> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut first_total = None;
@@ -124,6 +124,7 @@ async fn paged<T: DeserializeOwned>(
         } else if page.total != first_total {
             consistent = false;
         }
+        let before = all.len();
         for row in page.data {
             let id = id_of(&row);
             if !id.is_empty() && !seen.insert(id.to_string()) {
@@ -134,13 +135,13 @@ async fn paged<T: DeserializeOwned>(
         }
         let done = match page.total {
             Some(total) => all.len() as u64 >= total,
-            None => got == 0 || page_size.is_none_or(|size| (got as u64) < size),
+            None => got == 0,
         };
         if done {
             complete = consistent;
             break;
         }
-        if got == 0 {
+        if all.len() == before {
             break;
         }
     }

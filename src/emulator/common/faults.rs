@@ -55,6 +55,10 @@ pub struct Faults {
     pub missing_as_ab03: bool,
     /// Config and deployment lists return at most this many rows; `total` stays the true count.
     pub list_cap: Option<u64>,
+    /// List answers (a JSON object with a `data` array) come without `total`, as the spec's
+    /// config list does: only the rows tell where a list ends.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub list_without_total: bool,
     /// Objects created through the API less than this many ms ago are missing from every list.
     pub list_lag_ms: Option<u64>,
     /// Reads come back as a real server writes them: keys in another order, `1.0` as `1`,

@@ -157,6 +157,9 @@ pub async fn inject_faults(
         return drop_after_commit(request, next).await;
     }
     let response = next.run(request).await;
+    if !is_write && faults.list_without_total && response.status().is_success() {
+        return without_total(response).await;
+    }
     if !is_write || !response.status().is_success() {
         return response;
     }
@@ -167,6 +170,29 @@ pub async fn inject_faults(
         return garbage();
     }
     response
+}
+
+/// A list answer (an object with a `data` array) without its `total` (`list_without_total`);
+/// any other answer as it came.
+async fn without_total(response: Response) -> Response {
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        let message = "the answer's body failed";
+        let status = StatusCode::BAD_GATEWAY;
+        return EmulatorError::Injected { status, message }.into_response();
+    };
+    let mut list: serde_json::Map<String, serde_json::Value> = match serde_json::from_slice(&bytes)
+    {
+        Ok(list) => list,
+        Err(_) => return Response::from_parts(parts, Body::from(bytes)),
+    };
+    if !list.get("data").is_some_and(serde_json::Value::is_array) {
+        return Response::from_parts(parts, Body::from(bytes));
+    }
+    list.remove("total");
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let body = serde_json::to_vec(&list).unwrap_or_default();
+    Response::from_parts(parts, Body::from(body))
 }
 
 /// Applies the request, then cuts the connection so the client sees no response at all.

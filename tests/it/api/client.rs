@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::SendJson;
 use crate::support::emu::{ClientEnv, TOKEN};
+use crate::support::objects::remote_limits;
 use aigw::api::{
     ApiError, Client, ClientConfig, Condition, CreateConfigRequest, CreateDeploymentRequest,
     CreateRateLimitsPolicyRequest, DeploymentAuthSettingsInput, DeploymentListQuery,
@@ -1003,6 +1004,44 @@ async fn config_versions_diff_through_the_cli_shows_the_change_masked() {
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("has no version nope"),
         "{output:?}"
+    );
+}
+
+/// A paged list whose answers carry no `total` is read to its first empty page: a full page
+/// of the server's default size (the query names none) is not the last.
+#[tokio::test]
+async fn a_paged_list_without_total_ends_only_at_an_empty_page() {
+    let env = ClientEnv::start().await;
+    let seeded: Vec<Value> = (0..150)
+        .map(|n| remote_limits(&format!("limit-{n}"), n))
+        .collect();
+    env.seed(json!({ "rate_limits": seeded })).await;
+    env.faults(json!({"list_without_total": true})).await;
+    let raw: Value = env
+        .control
+        .get(format!(
+            "{}/ai_gw/v2/policies/rate-limits",
+            env.emulator.management_url()
+        ))
+        .bearer_auth(TOKEN)
+        .json_value()
+        .await;
+    assert_eq!(raw["data"].as_array().map(Vec::len), Some(100), "{raw}");
+    assert!(raw.get("total").is_none(), "the fault leaves total out");
+
+    let client = env.client();
+    let listing = client
+        .rate_limits()
+        .listing(&RateLimitsListQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(listing.items.len(), 150, "the second page was left out");
+    assert!(listing.complete);
+    let pages = env.count("GET /ai_gw/v2/policies/rate-limits", 200).await;
+    assert_eq!(
+        pages,
+        1 + 3,
+        "the raw read, then pages 0, 1 and the empty 2"
     );
 }
 

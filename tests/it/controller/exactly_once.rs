@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 use support::NamespacedKind;
 use support::endpoints::{CONFIG_POST, DEPLOYMENT_POST, DEPLOYMENT_PUT};
 use support::harness::{CallWindows, Harness};
-use support::objects::{Conditions, Rotates, create, gateway, limits, rotating_gateway, routing};
+use support::objects::{
+    Conditions, Rotates, create, gateway, limits, remote_limits, rotating_gateway, routing,
+};
 use support::proxy::{Received, json_answer, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -135,6 +137,32 @@ async fn a_capped_list_is_never_proof_of_absence() {
     h.faults(json!({"list_cap": 0})).await;
     held_by_a_capped_list(&h, "capped").await;
     made_once_when_healed(&h, "capped").await;
+    h.stop().await;
+}
+
+/// A paged list that answers without `total` ends only at an empty page. A hundred older
+/// policies fill the server's first page (the lookup names no `page_size`), and the one a lost
+/// create made is on the second: a full first page taken for the whole list would prove it
+/// absent, and a second POST would make a second policy over the same traffic.
+#[tokio::test]
+async fn a_paged_list_without_total_is_read_to_its_empty_page() {
+    const POST: &str = "POST /ai_gw/v2/policies/rate-limits";
+    let h = Harness::start_with("eo-no-total", Duration::from_secs(2)).await;
+    let older: Vec<Value> = (0..100)
+        .map(|n| remote_limits(&format!("older-{n}"), n))
+        .collect();
+    h.post("/_emulator/seed", json!({ "rate_limits": older }))
+        .await;
+    let lost = json!({"drop_after_commit_rate": 1.0, "list_without_total": true});
+    create_under::<RateLimitsPolicy>(&h, lost, ("paged", limits("paged")), POST).await;
+    h.faults(json!({"list_without_total": true})).await;
+    let ready = h
+        .wait_for::<RateLimitsPolicy>("paged", WAIT, |p| p.ready())
+        .await;
+    assert_eq!(h.count(POST).await, 1, "{}", h.stats().await);
+    let found = h.remote_records("rate_limits", "name", "paged").await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(ready.status.unwrap().id.as_deref(), found[0]["id"].as_str());
     h.stop().await;
 }
 

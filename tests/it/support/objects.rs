@@ -84,6 +84,13 @@ pub fn routing(name: &str) -> Value {
            "targets": [{"provider": "@openai", "weight": 1.0}, {"provider": "@anthropic"}]}})
 }
 
+/// A rate-limits policy as the API takes it (a seed or a POST body), named `name`.
+pub fn remote_limits(name: &str, value: u32) -> Value {
+    json!({"name": name, "type": "requests", "unit": "rpm", "value": value,
+           "conditions": [{"key": "api_key", "value": "k1"}],
+           "group_by": [{"key": "api_key"}]})
+}
+
 pub fn limits(name: &str) -> Value {
     json!({"name": name, "type": "requests", "unit": "rpm", "value": 100,
            "conditions": [{"key": "api_key", "value": "k1"}, {"key": "metadata.user_id", "value": "u1"}],
