@@ -65,7 +65,9 @@ impl Guardrails<'_> {
             let listing = self.list(Some(PAGE_SIZE), Some(page)).await?;
             let fetched = listing.data.len();
             all.extend(listing.data);
-            if fetched == 0 || all.len() as u64 >= listing.total {
+            // A `total` of 0 beside rows is one the answer left out: read on to an empty page.
+            let reached = listing.total > 0 && all.len() as u64 >= listing.total;
+            if fetched == 0 || reached {
                 break;
             }
         }

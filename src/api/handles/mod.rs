@@ -99,7 +99,8 @@ const MAX_PAGES: u32 = 10_000;
 /// only an empty page ends the list: a short page may be the server's own page size (one the
 /// query did not name, or smaller than it asked for), and taking it for the last would leave
 /// the next page's rows out. A page of rows seen already (a server that ignores
-/// `current_page`) ends the listing, incomplete.
+/// `current_page`) ends the listing, incomplete; so does a row without a key (`id_of` empty),
+/// which could be a row seen before.
 async fn paged<T: DeserializeOwned>(
     client: &Client,
     template: &'static str,
@@ -124,10 +125,13 @@ async fn paged<T: DeserializeOwned>(
         } else if page.total != first_total {
             consistent = false;
         }
-        let before = all.len();
+        let known = seen.len();
         for row in page.data {
             let id = id_of(&row);
-            if !id.is_empty() && !seen.insert(id.to_string()) {
+            // A row without a key cannot be told from one seen before: the pages prove nothing.
+            if id.is_empty() {
+                consistent = false;
+            } else if !seen.insert(id.to_string()) {
                 consistent = false;
                 continue;
             }
@@ -141,7 +145,9 @@ async fn paged<T: DeserializeOwned>(
             complete = consistent;
             break;
         }
-        if all.len() == before {
+        // No row told apart from those seen: an early empty page, or a server that ignores
+        // `current_page`.
+        if seen.len() == known {
             break;
         }
     }

@@ -20,11 +20,15 @@ impl Remote for Provider {
     const ITEM: &'static str = PROVIDER;
 }
 
+/// Rows are told apart by their id, else their slug (the PANW schema has no provider `id`).
 impl Listed for Provider {
     type Query = ProvidersListQuery;
 
     fn id(&self) -> &str {
-        &self.id
+        match self.id.is_empty() {
+            true => &self.slug,
+            false => &self.id,
+        }
     }
 }
 

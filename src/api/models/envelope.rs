@@ -7,13 +7,22 @@ use serde_json::Value;
 use serde_with::skip_serializing_none;
 
 /// Removes a `{success, data}` wrapper if there is one. Returns `Err(body)` when `success` is
-/// `false`, so the caller can report it as an API error.
+/// `false`, so the caller can report it as an API error. A list's `total` beside the wrapper
+/// (`{success, total, data: [...]}`) stays with its rows (`{total, data}`): without it the rows
+/// could not say whether they are all.
 pub fn unwrap_success(value: Value) -> Result<Value, Value> {
     let Value::Object(mut obj) = value else {
         return Ok(value);
     };
     match obj.get("success") {
         Some(Value::Bool(false)) => Err(Value::Object(obj)),
+        Some(Value::Bool(true)) if obj.get("data").is_some_and(Value::is_array) => {
+            obj.remove("success");
+            match obj.contains_key("total") {
+                true => Ok(Value::Object(obj)),
+                false => Ok(obj.remove("data").unwrap_or(Value::Null)),
+            }
+        }
         Some(Value::Bool(true)) if obj.contains_key("data") => {
             Ok(obj.remove("data").unwrap_or(Value::Null))
         }
@@ -31,11 +40,13 @@ pub struct Listing<T> {
 }
 
 impl<T> Listing<T> {
-    /// One unpaged answer: complete unless `total` says there are more rows than came back.
+    /// One unpaged answer: complete when its `total` says no more rows exist than came back.
+    /// Without a `total` nothing says so (these lists may be capped, and the spec's config list
+    /// carries none): such an answer never proves absence.
     pub fn from_page(page: ListPage<T>) -> Self {
         let complete = page
             .total
-            .is_none_or(|total| page.data.len() as u64 >= total);
+            .is_some_and(|total| page.data.len() as u64 >= total);
         Self {
             items: page.data,
             complete,
@@ -67,6 +78,13 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for ListPage<T> {
             rows @ Value::Array(_) => (rows, None),
             Value::Object(mut o) => {
                 let total = o.get("total").and_then(Value::as_u64);
+                // An answer with neither rows nor a count (`{}`, an empty body) is no list: taken
+                // for an empty one, it would end a listing and prove every object absent.
+                if total.is_none() && !o.contains_key("data") {
+                    return Err(D::Error::custom(
+                        "a list answer with neither `data` nor `total`",
+                    ));
+                }
                 (o.remove("data").unwrap_or(Value::Null), total)
             }
             _ => return Err(D::Error::custom("expected a list")),
@@ -223,6 +241,45 @@ mod tests {
         );
         assert!(serde_json::from_str::<StreamedPage<u32>>(r#"{"success": false}"#).is_err());
         assert!(serde_json::from_str::<StreamedPage<u32>>(r#""text""#).is_err());
+    }
+
+    #[test]
+    fn a_list_proves_absence_only_with_its_total() {
+        let page = |data: Vec<u32>, total| Listing::from_page(ListPage { data, total });
+        assert!(page(vec![1, 2], Some(2)).complete);
+        assert!(!page(vec![1], Some(2)).complete, "capped below its total");
+        assert!(
+            !page(vec![1, 2], None).complete,
+            "nothing says these are all"
+        );
+        assert!(page(vec![], Some(0)).complete);
+    }
+
+    #[test]
+    fn a_total_beside_the_success_envelope_stays_with_its_rows() {
+        let unwrapped = unwrap_success(json!({"success": true, "total": 150, "data": [1, 2]}));
+        let p: ListPage<u32> = serde_json::from_value(unwrapped.unwrap()).unwrap();
+        assert_eq!(p.total, Some(150));
+        assert!(!Listing::from_page(p).complete);
+        let bare = unwrap_success(json!({"success": true, "data": [1]})).unwrap();
+        assert_eq!(bare, json!([1]));
+    }
+
+    #[test]
+    fn an_answer_with_neither_rows_nor_count_is_no_list() {
+        for body in [
+            json!({}),
+            json!({"success": true}),
+            json!({"object": "list"}),
+        ] {
+            let body = unwrap_success(body).unwrap();
+            assert!(
+                serde_json::from_value::<ListPage<u32>>(body.clone()).is_err(),
+                "{body}"
+            );
+        }
+        let p: ListPage<u32> = serde_json::from_value(json!({"total": 0})).unwrap();
+        assert!(Listing::from_page(p).complete);
     }
 
     #[test]

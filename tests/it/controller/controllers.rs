@@ -282,13 +282,23 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
 #[tokio::test]
 async fn server_errors_and_rate_limits_are_recovered_from() {
     let h = Harness::start("ctl-faults").await;
-    h.faults(json!({"error_rate": 0.3, "rate_limit_qps": 5}))
+    // Every call fails until one has: six calls at 0.3 all passed one run in nine.
+    h.faults(json!({"error_rate": 1.0, "rate_limit_qps": 5}))
         .await;
     let configs = h.env.api::<Config>();
     for i in 0..6 {
         let name = format!("burst-{i}");
         support::create(&configs, &config(&name, routing_spec(&name))).await;
     }
+    support::wait_until(Duration::from_secs(60), || async {
+        let stats = h.stats().await;
+        let post = &stats["requests"]["POST /ai_gw/v2/configs"];
+        (post["500"].as_u64().unwrap_or(0) + post["503"].as_u64().unwrap_or(0) > 0).then_some(())
+    })
+    .await
+    .expect("a create was refused");
+    h.faults(json!({"error_rate": 0.3, "rate_limit_qps": 5}))
+        .await;
     // A 5xx to a POST may have come after the commit, so each one is looked up, and absence
     // counts only a list-settle time after it (30 s by default, 3 s in tests: TEST_CALL_WINDOWS).
     for i in 0..6 {

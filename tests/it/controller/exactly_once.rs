@@ -140,6 +140,20 @@ async fn a_capped_list_is_never_proof_of_absence() {
     h.stop().await;
 }
 
+/// A config list answered without `total` (the spec's shape, `{success, data}`) and cut short
+/// proves nothing either: nothing in it says the rows are all.
+#[tokio::test]
+async fn a_capped_list_without_total_is_never_proof_of_absence() {
+    let h = Harness::start_with("eo-capped-untold", Duration::from_secs(2)).await;
+    let lost = json!({"drop_after_commit_rate": 1.0});
+    create_under::<Config>(&h, lost, ("untold", routing("untold")), CONFIG_POST).await;
+    h.faults(json!({"list_cap": 0, "list_without_total": true}))
+        .await;
+    held_by_a_capped_list(&h, "untold").await;
+    made_once_when_healed(&h, "untold").await;
+    h.stop().await;
+}
+
 /// A paged list that answers without `total` ends only at an empty page. A hundred older
 /// policies fill the server's first page (the lookup names no `page_size`), and the one a lost
 /// create made is on the second: a full first page taken for the whole list would prove it
