@@ -341,17 +341,20 @@ impl McpIntegrationSpec {
 
 /// The access rows to PUT so the API matches `wanted`: the wanted rows that differ, and
 /// `enabled: false` for each workspace aigw enabled before (`managed`) that is no longer
-/// wanted and still enabled. Rows of other workspaces are never sent.
+/// wanted and still enabled. Rows of other workspaces are never sent. A row a short answer
+/// (fewer rows than its `total`) leaves out may be enabled: it is disabled again rather than
+/// taken for absent, so a dropped workspace never keeps its access.
 pub fn access_updates(
     wanted: &[WantedAccess],
     rows: &api::McpIntegrationWorkspaces,
     managed: &[String],
 ) -> Vec<api::McpWorkspaceAccessUpdate> {
     let row = |keys: &[String]| rows.workspaces.iter().find(|r| keys.contains(&r.id));
+    let unseen_may_be_enabled = !rows.complete();
     let mut updates = Vec::new();
     for want in wanted {
         let differs = match row(&want.keys) {
-            None => want.enabled,
+            None => want.enabled || unseen_may_be_enabled,
             Some(have) => have.enabled != want.enabled,
         };
         if differs {
@@ -363,7 +366,7 @@ pub fn access_updates(
     }
     for id in managed {
         let still = wanted.iter().any(|w| w.keys.contains(id));
-        let enabled = row(std::slice::from_ref(id)).is_some_and(|r| r.enabled);
+        let enabled = row(std::slice::from_ref(id)).map_or(unseen_may_be_enabled, |r| r.enabled);
         if !still && enabled {
             updates.push(api::McpWorkspaceAccessUpdate {
                 id: id.clone(),
@@ -485,6 +488,14 @@ mod tests {
             .map(|u| u.id)
             .collect();
         assert_eq!(sent, ["uuid-a"]);
+        // A short answer (2 of 3 rows): the dropped workspace it leaves out is disabled again,
+        // and so is the one wanted disabled.
+        let read = rows(json!({"total": 3, "data": [
+            {"id": "uuid-a", "enabled": true}, {"id": "uuid-other", "enabled": true}
+        ]}));
+        let updates = access_updates(&wanted, &read, &["uuid-c".into()]);
+        let sent: Vec<(&str, bool)> = updates.iter().map(|u| (u.id.as_str(), u.enabled)).collect();
+        assert_eq!(sent, [("ws-b", false), ("uuid-c", false)]);
     }
 
     #[test]

@@ -172,6 +172,15 @@ pub struct McpIntegrationWorkspaces {
     pub total: Option<u64>,
 }
 
+impl McpIntegrationWorkspaces {
+    /// True unless the answer's `total` counts rows that did not come back (the legacy shape
+    /// has no `total`): a row absent from a short answer may still be there, enabled.
+    pub fn complete(&self) -> bool {
+        self.total
+            .is_none_or(|total| self.workspaces.len() as u64 >= total)
+    }
+}
+
 impl<'de> Deserialize<'de> for McpIntegrationWorkspaces {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
