@@ -61,13 +61,19 @@ impl Guardrails<'_> {
     /// whole list: a slug on a later page is as real as one on the first.
     pub async fn list_all(&self) -> Result<Vec<GuardrailSummary>, ApiError> {
         let mut all = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for page in 0..MAX_PAGES {
             let listing = self.list(Some(PAGE_SIZE), Some(page)).await?;
-            let fetched = listing.data.len();
-            all.extend(listing.data);
-            // A `total` of 0 beside rows is one the answer left out: read on to an empty page.
+            let known = seen.len();
+            for row in listing.data {
+                if seen.insert(row.id.clone()) {
+                    all.push(row);
+                }
+            }
+            // A `total` of 0 beside rows is one the answer left out: read on to an empty page,
+            // or to one of rows seen already (a server that ignores `current_page`).
             let reached = listing.total > 0 && all.len() as u64 >= listing.total;
-            if fetched == 0 || reached {
+            if seen.len() == known || reached {
                 break;
             }
         }

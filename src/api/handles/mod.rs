@@ -142,7 +142,8 @@ async fn paged<T: DeserializeOwned>(
             None => got == 0,
         };
         if done {
-            complete = consistent;
+            // More rows than the `total` counts: the count is not of this list.
+            complete = consistent && page.total.is_none_or(|total| all.len() as u64 == total);
             break;
         }
         // No row told apart from those seen: an early empty page, or a server that ignores

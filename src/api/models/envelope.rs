@@ -40,13 +40,14 @@ pub struct Listing<T> {
 }
 
 impl<T> Listing<T> {
-    /// One unpaged answer: complete when its `total` says no more rows exist than came back.
+    /// One unpaged answer: complete when its `total` counts exactly the rows that came back.
     /// Without a `total` nothing says so (these lists may be capped, and the spec's config list
-    /// carries none): such an answer never proves absence.
+    /// carries none): such an answer never proves absence; nor does one with more rows than its
+    /// `total` (a count of something else, a page's say).
     pub fn from_page(page: ListPage<T>) -> Self {
         let complete = page
             .total
-            .is_some_and(|total| page.data.len() as u64 >= total);
+            .is_some_and(|total| page.data.len() as u64 == total);
         Self {
             items: page.data,
             complete,
@@ -253,6 +254,11 @@ mod tests {
             "nothing says these are all"
         );
         assert!(page(vec![], Some(0)).complete);
+        assert!(
+            !page(vec![1, 2], Some(1)).complete,
+            "a count of something else"
+        );
+        assert!(!page(vec![1, 2], Some(0)).complete);
     }
 
     #[test]
