@@ -496,6 +496,9 @@ mod tests {
         let updates = access_updates(&wanted, &read, &["uuid-c".into()]);
         let sent: Vec<(&str, bool)> = updates.iter().map(|u| (u.id.as_str(), u.enabled)).collect();
         assert_eq!(sent, [("ws-b", false), ("uuid-c", false)]);
+        // So is one that says more rows follow.
+        let read = rows(json!({"has_more": true, "data": [{"id": "uuid-a", "enabled": true}]}));
+        assert_eq!(access_updates(&wanted, &read, &["uuid-c".into()]).len(), 2);
     }
 
     #[test]

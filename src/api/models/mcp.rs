@@ -170,14 +170,20 @@ pub struct McpIntegrationWorkspaces {
     pub workspaces: Vec<McpWorkspaceAccess>,
     pub global_workspace_access: Option<Value>,
     pub total: Option<u64>,
+    /// The answer says more rows follow (MCP lists may carry `has_more`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub has_more: bool,
 }
 
 impl McpIntegrationWorkspaces {
-    /// True unless the answer's `total` counts rows that did not come back (the legacy shape
-    /// has no `total`): a row absent from a short answer may still be there, enabled.
+    /// True unless the answer's `total` counts rows that did not come back, or it says more
+    /// follow (the legacy shape has no `total`): a row absent from a short answer may still be
+    /// there, enabled.
     pub fn complete(&self) -> bool {
-        self.total
-            .is_none_or(|total| self.workspaces.len() as u64 >= total)
+        !self.has_more
+            && self
+                .total
+                .is_none_or(|total| self.workspaces.len() as u64 >= total)
     }
 }
 
@@ -196,6 +202,7 @@ impl<'de> Deserialize<'de> for McpIntegrationWorkspaces {
                 .remove("global_workspace_access")
                 .filter(|v| !v.is_null()),
             total: body.get("total").and_then(Value::as_u64),
+            has_more: body.get("has_more").and_then(Value::as_bool) == Some(true),
         })
     }
 }
