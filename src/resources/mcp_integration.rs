@@ -342,8 +342,8 @@ impl McpIntegrationSpec {
 /// The access rows to PUT so the API matches `wanted`: the wanted rows that differ, and
 /// `enabled: false` for each workspace aigw enabled before (`managed`) that is no longer
 /// wanted and still enabled. Rows of other workspaces are never sent. A row a short answer
-/// (fewer rows than its `total`) leaves out may be enabled: it is disabled again rather than
-/// taken for absent, so a dropped workspace never keeps its access.
+/// ([`api::McpIntegrationWorkspaces::complete`] false) leaves out may be enabled: it is disabled
+/// again rather than taken for absent, so a dropped workspace never keeps its access.
 pub fn access_updates(
     wanted: &[WantedAccess],
     rows: &api::McpIntegrationWorkspaces,

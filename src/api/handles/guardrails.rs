@@ -56,28 +56,12 @@ impl Guardrails<'_> {
         self.client.json(call).await
     }
 
-    /// Every guardrail, read page by page at the largest page size until `total` is reached (or
-    /// a page comes back empty, so a shrinking list cannot loop). A reference check needs the
-    /// whole list: a slug on a later page is as real as one on the first.
+    /// Every guardrail of the organisation, all pages at the largest page size (the listing of
+    /// [`GuardrailsOn::listing`], with its stops). A reference check needs the whole list: a slug
+    /// on a later page is as real as one on the first.
     pub async fn list_all(&self) -> Result<Vec<GuardrailSummary>, ApiError> {
-        let mut all = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for page in 0..MAX_PAGES {
-            let listing = self.list(Some(PAGE_SIZE), Some(page)).await?;
-            let known = seen.len();
-            for row in listing.data {
-                if seen.insert(row.id.clone()) {
-                    all.push(row);
-                }
-            }
-            // A `total` of 0 beside rows is one the answer left out: read on to an empty page,
-            // or to one of rows seen already (a server that ignores `current_page`).
-            let reached = listing.total > 0 && all.len() as u64 >= listing.total;
-            if seen.len() == known || reached {
-                break;
-            }
-        }
-        Ok(all)
+        let organisation = GuardrailsOn::on(self.client, GuardrailPlane::Organisation);
+        Ok(organisation.listing(None).await?.items)
     }
 }
 
@@ -134,7 +118,3 @@ impl GuardrailsOn<'_> {
 
 /// The largest page the API serves.
 const PAGE_SIZE: u32 = 1000;
-
-/// A bound on pages read in one listing (a million guardrails), against a server whose `total`
-/// never stops growing.
-const MAX_PAGES: u32 = 1000;

@@ -1045,6 +1045,21 @@ async fn a_paged_list_without_total_ends_only_at_an_empty_page() {
     );
 }
 
+/// The guardrail reference list reads every page (1,000 a page), with or without a `total`.
+#[tokio::test]
+async fn every_guardrail_is_listed_across_pages() {
+    let env = ClientEnv::start().await;
+    let seeded: Vec<Value> = (0..1050)
+        .map(|n| json!({"name": format!("g-{n}")}))
+        .collect();
+    env.seed(json!({ "guardrails": seeded })).await;
+    let guardrails = env.client();
+    let guardrails = guardrails.guardrails();
+    assert_eq!(guardrails.list_all().await.unwrap().len(), 1050);
+    env.faults(json!({"list_without_total": true})).await;
+    assert_eq!(guardrails.list_all().await.unwrap().len(), 1050);
+}
+
 /// The drift check's config list is decoded as it arrives (never held whole): thousands of
 /// rows, far more than the part of an answer kept for error reports, come back complete and
 /// the same as the ordinary list; a capped list is reported incomplete.
