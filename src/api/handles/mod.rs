@@ -101,6 +101,17 @@ const MAX_PAGES: u32 = 10_000;
 /// the next page's rows out. A page of rows seen already (a server that ignores
 /// `current_page`) ends the listing, incomplete; so does a row without a key (`id_of` empty),
 /// which could be a row seen before.
+///
+/// Rows can also shift without a repeat or a changed count: a row already read leaves the list
+/// while another joins it, and the row at a page boundary moves onto the page read before,
+/// unseen. So a listing that took more than one request proves itself complete only when a
+/// second reading, complete as well, reads the same set of keys. With a `total` each reading
+/// counts, this holds for a server whose answers never go back in time (no answer older than one
+/// before it) and whose keys are never reused: a reading complete by its count that left out a
+/// row listed throughout it has read, in its place, a row that was gone when the reading ended;
+/// that row would be missing from the second reading. Without a `total` nothing counts the rows,
+/// so such a listing never proves itself complete (as an unpaged answer without one does not).
+/// A listing of one request is one answer and needs no second reading.
 async fn paged<T: DeserializeOwned>(
     client: &Client,
     template: &'static str,
@@ -109,16 +120,61 @@ async fn paged<T: DeserializeOwned>(
     id_of: impl Fn(&T) -> &str,
 ) -> Result<Listing<T>, ApiError> {
     require(template, params)?;
+    let first = pass(client, template, params, &pairs, &id_of).await?;
+    if !first.listing.complete || first.requests < 2 {
+        return Ok(first.listing);
+    }
+    if !first.counted {
+        return Ok(Listing {
+            complete: false,
+            ..first.listing
+        });
+    }
+    let second = pass(client, template, params, &pairs, &id_of).await?;
+    let keys = |listing: &Listing<T>| {
+        let mut keys: Vec<String> = listing
+            .items
+            .iter()
+            .map(|row| id_of(row).to_owned())
+            .collect();
+        keys.sort_unstable();
+        keys
+    };
+    let same_rows = keys(&second.listing) == keys(&first.listing);
+    Ok(Listing {
+        complete: second.listing.complete && same_rows,
+        ..second.listing
+    })
+}
+
+/// One reading of a paged collection: what [`paged`] makes of it, how many requests it took,
+/// and whether its pages carried a `total`.
+struct Pass<T> {
+    listing: Listing<T>,
+    requests: u32,
+    counted: bool,
+}
+
+/// Reads the pages of a collection once, as [`paged`] describes.
+async fn pass<T: DeserializeOwned>(
+    client: &Client,
+    template: &'static str,
+    params: &[&str],
+    pairs: &[(&'static str, String)],
+    id_of: &impl Fn(&T) -> &str,
+) -> Result<Pass<T>, ApiError> {
     let mut all: Vec<T> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut first_total = None;
     let mut consistent = true;
     let mut complete = false;
+    let mut requests = 0;
     for page_no in 0..MAX_PAGES {
-        let mut query = pairs.clone();
+        let mut query = pairs.to_vec();
         query.push(("current_page", page_no.to_string()));
         let call = Call::new(Route::mgmt(Verb::Get, template, params)).query(query);
         let page: ListPage<T> = client.json(call).await?;
+        requests += 1;
         let got = page.data.len();
         if page_no == 0 {
             first_total = page.total;
@@ -152,9 +208,13 @@ async fn paged<T: DeserializeOwned>(
             break;
         }
     }
-    Ok(Listing {
-        items: all,
-        complete,
+    Ok(Pass {
+        listing: Listing {
+            items: all,
+            complete,
+        },
+        requests,
+        counted: first_total.is_some(),
     })
 }
 

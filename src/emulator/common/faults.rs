@@ -59,6 +59,13 @@ pub struct Faults {
     /// config list does: only the rows tell where a list ends.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub list_without_total: bool,
+    /// Paged lists churn: every answer to a later page (`current_page` 1 or more) comes as if,
+    /// since the page before it was read, a row of an earlier page left the list and another
+    /// joined it at the end. The page's first row is missing (it moved onto the page read
+    /// before) and a new row is appended (that row under a new `id`, its `slug`, `name` and
+    /// `scope_name` suffixed), the `total` unchanged. Nothing stored changes.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub list_churn: bool,
     /// Objects created through the API less than this many ms ago are missing from every list.
     pub list_lag_ms: Option<u64>,
     /// Reads come back as a real server writes them: keys in another order, `1.0` as `1`,

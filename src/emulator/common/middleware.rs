@@ -152,13 +152,24 @@ pub async fn inject_faults(
         let message = "this route is failing (failing_routes)";
         return EmulatorError::Injected { status, message }.into_response();
     }
+    let later_page = !is_write && later_page(request.uri().query());
     let dropped_once = endpoint.is_some_and(|e| lock(&state.faults).take_drop_once(&e));
     if dropped_once || roll(faults.drop_after_commit_rate) {
         return drop_after_commit(request, next).await;
     }
     let response = next.run(request).await;
-    if !is_write && faults.list_without_total && response.status().is_success() {
-        return without_total(response).await;
+    let churn = later_page && faults.list_churn;
+    let untold = !is_write && faults.list_without_total;
+    if (churn || untold) && response.status().is_success() {
+        return reshape_list(response, |list| {
+            if churn {
+                churned(list);
+            }
+            if untold {
+                list.remove("total");
+            }
+        })
+        .await;
     }
     if !is_write || !response.status().is_success() {
         return response;
@@ -172,9 +183,12 @@ pub async fn inject_faults(
     response
 }
 
-/// A list answer (an object with a `data` array) without its `total` (`list_without_total`);
-/// any other answer as it came.
-async fn without_total(response: Response) -> Response {
+/// A list answer (an object with a `data` array) as `reshape` leaves it; any other answer as
+/// it came.
+async fn reshape_list(
+    response: Response,
+    reshape: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>),
+) -> Response {
     let (mut parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         let message = "the answer's body failed";
@@ -189,10 +203,40 @@ async fn without_total(response: Response) -> Response {
     if !list.get("data").is_some_and(serde_json::Value::is_array) {
         return Response::from_parts(parts, Body::from(bytes));
     }
-    list.remove("total");
+    reshape(&mut list);
     parts.headers.remove(header::CONTENT_LENGTH);
     let body = serde_json::to_vec(&list).unwrap_or_default();
     Response::from_parts(parts, Body::from(body))
+}
+
+/// A request for a later page of a paged list: `current_page` 1 or more.
+fn later_page(query: Option<&str>) -> bool {
+    query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter_map(|pair| pair.strip_prefix("current_page="))
+        .any(|page| page.parse::<u64>().is_ok_and(|page| page > 0))
+}
+
+/// `list_churn`: the page's first row moved onto the page before, a new row joined at the
+/// end.
+fn churned(list: &mut serde_json::Map<String, serde_json::Value>) {
+    let Some(serde_json::Value::Array(rows)) = list.get_mut("data") else {
+        return;
+    };
+    if rows.is_empty() {
+        return;
+    }
+    let mut joined = rows.remove(0);
+    if let Some(row) = joined.as_object_mut() {
+        row.insert("id".into(), uuid::Uuid::new_v4().to_string().into());
+        for key in ["slug", "name", "scope_name"] {
+            if let Some(serde_json::Value::String(text)) = row.get_mut(key) {
+                text.push_str("-joined");
+            }
+        }
+    }
+    rows.push(joined);
 }
 
 /// Applies the request, then cuts the connection so the client sees no response at all.

@@ -1007,15 +1007,22 @@ async fn config_versions_diff_through_the_cli_shows_the_change_masked() {
     );
 }
 
-/// A paged list whose answers carry no `total` is read to its first empty page: a full page
-/// of the server's default size (the query names none) is not the last.
-#[tokio::test]
-async fn a_paged_list_without_total_ends_only_at_an_empty_page() {
+/// An emulator holding 150 rate-limit policies, `limit-0`…`limit-149`: two pages at the
+/// server's default size.
+async fn with_150_rate_limits() -> ClientEnv {
     let env = ClientEnv::start().await;
     let seeded: Vec<Value> = (0..150)
         .map(|n| remote_limits(&format!("limit-{n}"), n))
         .collect();
     env.seed(json!({ "rate_limits": seeded })).await;
+    env
+}
+
+/// A paged list whose answers carry no `total` is read to its first empty page: a full page
+/// of the server's default size (the query names none) is not the last.
+#[tokio::test]
+async fn a_paged_list_without_total_ends_only_at_an_empty_page() {
+    let env = with_150_rate_limits().await;
     env.faults(json!({"list_without_total": true})).await;
     let raw: Value = env
         .control
@@ -1036,12 +1043,62 @@ async fn a_paged_list_without_total_ends_only_at_an_empty_page() {
         .await
         .unwrap();
     assert_eq!(listing.items.len(), 150, "the second page was left out");
-    assert!(listing.complete);
+    assert!(
+        !listing.complete,
+        "without a total nothing counts the rows of a listing that spans pages"
+    );
     let pages = env.count("GET /ai_gw/v2/policies/rate-limits", 200).await;
     assert_eq!(
         pages,
         1 + 3,
         "the raw read, then pages 0, 1 and the empty 2"
+    );
+}
+
+/// A listing that spans pages is complete only when a second reading gives the same rows: rows
+/// that shift between two page reads (one leaves, one joins, the total unchanged) skip a row
+/// without a repeat or a short count.
+#[tokio::test]
+async fn rows_shifting_between_pages_leave_a_listing_incomplete() {
+    let env = with_150_rate_limits().await;
+    let client = env.client();
+    let list = || async {
+        client
+            .rate_limits()
+            .listing(&RateLimitsListQuery::default())
+            .await
+            .unwrap()
+    };
+    let still = list().await;
+    assert!(still.complete);
+    assert_eq!(still.items.len(), 150);
+    const PAGES: &str = "GET /ai_gw/v2/policies/rate-limits";
+    assert_eq!(
+        env.count(PAGES, 200).await,
+        2 + 2,
+        "two readings of two pages"
+    );
+
+    env.faults(json!({"list_churn": true})).await;
+    let shifted = list().await;
+    assert!(
+        !shifted.complete,
+        "a reading that skipped a row was taken for the list"
+    );
+    let names: Vec<&str> = shifted
+        .items
+        .iter()
+        .filter_map(|p| p.name.as_deref())
+        .collect();
+    assert!(
+        names.contains(&"limit-100-joined") && !names.contains(&"limit-100"),
+        "the page after the first churned: {names:?}"
+    );
+    env.faults(json!({})).await;
+    assert_eq!(
+        list().await,
+        still,
+        "once the rows hold still, the listing is whole again"
     );
 }
 

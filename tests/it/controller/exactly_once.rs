@@ -60,17 +60,23 @@ async fn ready_once_healed<K: NamespacedKind + Conditions>(
     h.wait_for::<K>(name, within, |o| o.ready()).await
 }
 
-/// The status of Config `name`, whose create answer was lost, once a capped list has held it
-/// as `CreateOutcomeUnknown` a while with no second POST.
-async fn held_by_a_capped_list(h: &Harness, name: &str) -> Option<ConfigStatus> {
-    h.wait_for::<Config>(name, WAIT, |c| {
-        c.not_ready_with("CreateOutcomeUnknown")
-            && c.condition("Ready")
+/// Waits until `name`, whose create answer was lost, is held as `CreateOutcomeUnknown` by an
+/// incomplete list, then checks for a while that no second POST to `endpoint` is made.
+async fn held_as_unknown<K: NamespacedKind + Conditions>(h: &Harness, name: &str, endpoint: &str) {
+    h.wait_for::<K>(name, WAIT, |o| {
+        o.not_ready_with("CreateOutcomeUnknown")
+            && o.condition("Ready")
                 .is_some_and(|(_, _, m)| m.contains("incomplete"))
     })
     .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(h.count(CONFIG_POST).await, 1, "a second POST on a guess");
+    assert_eq!(h.count(endpoint).await, 1, "a second POST on a guess");
+}
+
+/// The status of Config `name`, whose create answer was lost, once a capped list has held it
+/// as `CreateOutcomeUnknown` a while with no second POST.
+async fn held_by_a_capped_list(h: &Harness, name: &str) -> Option<ConfigStatus> {
+    held_as_unknown::<Config>(h, name, CONFIG_POST).await;
     h.env.get::<Config>(name).await.status
 }
 
@@ -154,27 +160,48 @@ async fn a_capped_list_without_total_is_never_proof_of_absence() {
     h.stop().await;
 }
 
-/// A paged list that answers without `total` ends only at an empty page. A hundred older
+/// A paged list that answers without `total` proves nothing once it spans pages. A hundred older
 /// policies fill the server's first page (the lookup names no `page_size`), and the one a lost
 /// create made is on the second: a full first page taken for the whole list would prove it
-/// absent, and a second POST would make a second policy over the same traffic.
+/// absent, and a second POST would make a second policy over the same traffic. Read to its empty
+/// page the listing shows the policy, but nothing counts its rows, so the match is not taken
+/// for ours either (another namesake could hide among rows it left out): the resource holds
+/// until the list is told whole again, then takes it.
 #[tokio::test]
 async fn a_paged_list_without_total_is_read_to_its_empty_page() {
+    held_behind_a_full_page("eo-no-total", json!({"list_without_total": true})).await;
+}
+
+/// Rows that shift between two page reads, the count unchanged, skip a row without a repeat:
+/// the policy a lost create made opens the second page, and while the first page is read one of
+/// its rows leaves the list and another joins at the end, so ours moves onto the page already
+/// read. A listing that spans pages proves absence only when a second reading gives the same
+/// rows; one that took a single reading for the list would POST a second policy.
+#[tokio::test]
+async fn rows_shifting_between_pages_never_prove_absence() {
+    held_behind_a_full_page("eo-churn", json!({"list_churn": true})).await;
+}
+
+/// A RateLimitsPolicy whose create answer is lost behind a hundred older policies (a full first
+/// page), its lookup answered under `faults` (on from the create on): held as
+/// `CreateOutcomeUnknown` with no second POST, then, the faults healed, Ready with the one
+/// policy its POST made.
+async fn held_behind_a_full_page(prefix: &str, faults: Value) {
     const POST: &str = "POST /ai_gw/v2/policies/rate-limits";
-    let h = Harness::start_with("eo-no-total", Duration::from_secs(2)).await;
+    let h = Harness::start_with(prefix, Duration::from_secs(2)).await;
     let older: Vec<Value> = (0..100)
         .map(|n| remote_limits(&format!("older-{n}"), n))
         .collect();
     h.post("/_emulator/seed", json!({ "rate_limits": older }))
         .await;
-    let lost = json!({"drop_after_commit_rate": 1.0, "list_without_total": true});
-    create_under::<RateLimitsPolicy>(&h, lost, ("paged", limits("paged")), POST).await;
-    h.faults(json!({"list_without_total": true})).await;
-    let ready = h
-        .wait_for::<RateLimitsPolicy>("paged", WAIT, |p| p.ready())
-        .await;
+    let mut lost = faults.clone();
+    lost["drop_after_commit_rate"] = json!(1.0);
+    create_under::<RateLimitsPolicy>(&h, lost, ("policy", limits("policy")), POST).await;
+    h.faults(faults).await;
+    held_as_unknown::<RateLimitsPolicy>(&h, "policy", POST).await;
+    let ready = ready_once_healed::<RateLimitsPolicy>(&h, "policy", WAIT).await;
     assert_eq!(h.count(POST).await, 1, "{}", h.stats().await);
-    let found = h.remote_records("rate_limits", "name", "paged").await;
+    let found = h.remote_records("rate_limits", "name", "policy").await;
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(ready.status.unwrap().id.as_deref(), found[0]["id"].as_str());
     h.stop().await;
