@@ -50,6 +50,7 @@ impl ApiKeys<'_> {
             &[],
             query.to_pairs(),
             |k: &ApiKey| k.id.as_str(),
+            super::Reading::Proof,
         )
         .await
     }

@@ -99,7 +99,16 @@ impl<K: Listed> Endpoint<'_, K> {
 
     /// Like [`Self::list`], saying whether the pages prove the whole list (see `paged`).
     pub async fn listing(&self, query: &K::Query) -> Result<Listing<K>, ApiError> {
-        super::paged(self.client, K::COLLECTION, &[], query.to_pairs(), K::id).await
+        let pairs = query.to_pairs();
+        super::paged(
+            self.client,
+            K::COLLECTION,
+            &[],
+            pairs,
+            K::id,
+            super::Reading::Proof,
+        )
+        .await
     }
 }
 

@@ -111,6 +111,7 @@ impl GuardrailsOn<'_> {
             &[],
             pairs,
             |g: &GuardrailSummary| g.id.as_str(),
+            super::Reading::Proof,
         )
         .await
     }

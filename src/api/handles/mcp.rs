@@ -161,6 +161,7 @@ impl McpIntegrations<'_> {
             &[],
             vec![("page_size", "100".to_owned())],
             |i: &McpIntegration| i.id.as_str(),
+            super::Reading::Proof,
         )
         .await
     }

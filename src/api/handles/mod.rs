@@ -107,21 +107,26 @@ const MAX_PAGES: u32 = 10_000;
 /// unseen. So a listing that took more than one request proves itself complete only when a
 /// second reading, complete as well, reads the same set of keys. With a `total` each reading
 /// counts, this holds for a server whose answers never go back in time (no answer older than one
-/// before it) and whose keys are never reused: a reading complete by its count that left out a
-/// row listed throughout it has read, in its place, a row that was gone when the reading ended;
-/// that row would be missing from the second reading. Without a `total` nothing counts the rows,
-/// so such a listing never proves itself complete (as an unpaged answer without one does not).
-/// A listing of one request is one answer and needs no second reading.
+/// before it), each counting the rows it returns from the same state, and whose keys are never
+/// reused (a provider without an `id` is keyed by its slug, which a provider made again later
+/// takes back): a reading complete by its count that left out a row listed throughout it has
+/// read, in its place, a row that was gone when the reading ended; that row would be missing
+/// from the second reading. Without a `total` nothing counts the rows, so such a listing never
+/// proves itself complete (as an unpaged answer without one does not). A listing of one request
+/// is one answer and needs no second reading. [`Reading::Once`] reads once, for a caller that
+/// acts on every row it sees and proves nothing by a row's absence: its `complete` is that
+/// reading's own count.
 async fn paged<T: DeserializeOwned>(
     client: &Client,
     template: &'static str,
     params: &[&str],
     pairs: Vec<(&'static str, String)>,
     id_of: impl Fn(&T) -> &str,
+    reading: Reading,
 ) -> Result<Listing<T>, ApiError> {
     require(template, params)?;
     let first = pass(client, template, params, &pairs, &id_of).await?;
-    if !first.listing.complete || first.requests < 2 {
+    if reading == Reading::Once || !first.listing.complete || first.requests < 2 {
         return Ok(first.listing);
     }
     if !first.counted {
@@ -141,10 +146,24 @@ async fn paged<T: DeserializeOwned>(
         keys
     };
     let same_rows = keys(&second.listing) == keys(&first.listing);
+    let rows = match second.listing.complete {
+        true => second.listing.items,
+        // The first reading's rows, counted whole, over a second one's short of its count.
+        false => first.listing.items,
+    };
     Ok(Listing {
+        items: rows,
         complete: second.listing.complete && same_rows,
-        ..second.listing
     })
+}
+
+/// How a caller of [`paged`] reads a collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// As proof: a listing is complete only when it proves that a row it lacks is absent.
+    Proof,
+    /// Once: for a caller that acts on each row it sees and reads again when they were not all.
+    Once,
 }
 
 /// One reading of a paged collection: what [`paged`] makes of it, how many requests it took,

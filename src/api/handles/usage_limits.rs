@@ -10,7 +10,10 @@ use super::policies::UsageLimits;
 const ENTITY_PAGE: u32 = 100;
 
 impl UsageLimits<'_> {
-    /// Every value of the policy's grouping key that has usage, all pages.
+    /// Every value of the policy's grouping key that has usage, all pages, read once: a reset
+    /// acts on each row it sees, and an entity that joins meanwhile is no reason to read again
+    /// (a second reading that disagreed would send the reset round again, zeroing usage gained
+    /// since).
     pub async fn entities(&self, id: &str) -> Result<Listing<UsageEntity>, ApiError> {
         let pairs = vec![("page_size", ENTITY_PAGE.to_string())];
         super::paged(
@@ -19,6 +22,7 @@ impl UsageLimits<'_> {
             &[id],
             pairs,
             |e: &UsageEntity| e.id.as_str(),
+            super::Reading::Once,
         )
         .await
     }

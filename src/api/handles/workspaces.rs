@@ -51,6 +51,7 @@ impl Workspaces<'_> {
             &[],
             query.to_pairs(),
             |w: &Workspace| w.id.as_str(),
+            super::Reading::Proof,
         )
         .await
     }

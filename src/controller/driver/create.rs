@@ -109,7 +109,7 @@ impl<F> Lookup<F> {
             1 => candidates.pop().map_or(Lookup::Absent, Lookup::Found),
             0 if complete => Lookup::Absent,
             0 => Lookup::Unknown(format!(
-                "the {what} list is incomplete (fewer rows than its total, or its pages disagree)"
+                "the {what} list is incomplete (fewer rows than its total, pages or two readings that disagree, or no total to count rows across pages)"
             )),
             n => Lookup::Unknown(format!(
                 "{n} rows of the {what} list match it, so none can be claimed safely"

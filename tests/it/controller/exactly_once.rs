@@ -61,14 +61,28 @@ async fn ready_once_healed<K: NamespacedKind + Conditions>(
 }
 
 /// Waits until `name`, whose create answer was lost, is held as `CreateOutcomeUnknown` by an
-/// incomplete list, then checks for a while that no second POST to `endpoint` is made.
+/// incomplete list, failing at once on a second POST to `endpoint`; then checks for a while
+/// that none is made.
 async fn held_as_unknown<K: NamespacedKind + Conditions>(h: &Harness, name: &str, endpoint: &str) {
-    h.wait_for::<K>(name, WAIT, |o| {
-        o.not_ready_with("CreateOutcomeUnknown")
-            && o.condition("Ready")
-                .is_some_and(|(_, _, m)| m.contains("incomplete"))
+    let api = h.env.api::<K>();
+    let held = support::wait_until(WAIT, || async {
+        if h.count(endpoint).await > 1 {
+            return Some(false);
+        }
+        let object = api.get_opt(name).await.ok()??;
+        let incomplete = object
+            .condition("Ready")
+            .is_some_and(|(_, _, message)| message.contains("incomplete"));
+        (object.not_ready_with("CreateOutcomeUnknown") && incomplete).then_some(true)
     })
     .await;
+    let stats = h.stats().await;
+    assert_ne!(held, Some(false), "a second POST on a guess: {stats}");
+    assert_eq!(
+        held,
+        Some(true),
+        "never held by an incomplete list: {stats}"
+    );
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(h.count(endpoint).await, 1, "a second POST on a guess");
 }
