@@ -13,7 +13,8 @@
 //! (TokenRequest) instead of the default impersonation of it, `BENCH_FLOOR_AS_OPERATOR=1` has the
 //! floors write with the operator's identity instead of the admin's, and `BENCH_OPERATOR_FLAGS`
 //! adds flags to every operator the bench starts. Size probe: `BENCH_FLOOR_SHAPE=operator` has
-//! the floors write the annotations and status aigw leaves on a Config ([`FloorShape`]).
+//! the floors write the annotations and status aigw leaves on a Config ([`FloorShape`]). Order
+//! probe: `BENCH_LIVE_SIDE=floor|aigw` has `bench_live` run that side only.
 
 /// The integration binary's support (`tests/it/support`); this target uses part of it.
 #[allow(dead_code)]
@@ -201,24 +202,39 @@ async fn bench() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_live() {
     let (opts, kube, token_file, emulator) = setup_with_emulator().await;
-    eprintln!("== crash-safe floor, live: N={}", opts.n);
-    let floor = run_floor(&opts, &kube, &emulator, Floor::CrashSafe).await;
-    eprintln!("{floor}");
-    eprintln!("== aigw operator, live: N={}", opts.n);
-    let ns = namespace(&kube, "bench-aigw").await;
-    let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
-    let tracker = Tracker::watch(api.clone());
-    let (mut operator, aigw) = rollout(&opts, &emulator, &token_file, (&ns, &api), &tracker).await;
-    operator.kill().await;
-    let seconds = |run: &Value| run["rollout_seconds"].as_f64().unwrap_or(f64::NAN);
-    let report = json!({
+    // `BENCH_LIVE_SIDE=floor|aigw`: that side only, so each can run on a control plane of its own
+    // (neither rolling out beside the other's N objects in the apiserver; Benchmark chapter).
+    let side = std::env::var("BENCH_LIVE_SIDE").unwrap_or_default();
+    let mut report = json!({
         "n": opts.n,
         "build": if cfg!(debug_assertions) { "debug" } else { "release" },
-        "crash_safe_floor": floor,
-        "aigw": aigw,
-        "ratio": round(seconds(&aigw) / seconds(&floor), 2),
     });
-    write_report(&opts, &format!("report-live-{}.json", opts.n), &report);
+    if side != "aigw" {
+        eprintln!("== crash-safe floor, live: N={}", opts.n);
+        let floor = run_floor(&opts, &kube, &emulator, Floor::CrashSafe).await;
+        eprintln!("{floor}");
+        report["crash_safe_floor"] = floor;
+    }
+    if side != "floor" {
+        eprintln!("== aigw operator, live: N={}", opts.n);
+        let ns = namespace(&kube, "bench-aigw").await;
+        let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
+        let tracker = Tracker::watch(api.clone());
+        let (mut operator, aigw) =
+            rollout(&opts, &emulator, &token_file, (&ns, &api), &tracker).await;
+        operator.kill().await;
+        report["aigw"] = aigw;
+    }
+    let seconds = |run: &Value| run["rollout_seconds"].as_f64().unwrap_or(f64::NAN);
+    if side.is_empty() {
+        let ratio = seconds(&report["aigw"]) / seconds(&report["crash_safe_floor"]);
+        report["ratio"] = json!(round(ratio, 2));
+    }
+    let name = match side.as_str() {
+        "" => format!("report-live-{}.json", opts.n),
+        side => format!("report-live-{side}-{}.json", opts.n),
+    };
+    write_report(&opts, &name, &report);
     drop(emulator);
 }
 
