@@ -63,6 +63,14 @@ impl<T> Listing<T> {
     }
 }
 
+/// Whether one answer of `rows` rows holds every row: not when its `total` counts more than came
+/// back, nor when it says more follow (`has_more`). An answer without a `total` (a legacy shape)
+/// counts as whole. For answers read to act on each row (access rows), not to prove a row absent
+/// ([`Listing`]).
+pub(super) fn answer_whole(rows: usize, total: Option<u64>, has_more: bool) -> bool {
+    !has_more && total.is_none_or(|total| rows as u64 >= total)
+}
+
 /// A page of a list: its rows and, when the API says, the total across all pages.
 #[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize)]

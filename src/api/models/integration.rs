@@ -168,9 +168,8 @@ pub struct IntegrationWorkspaces {
 impl IntegrationWorkspaces {
     /// True when every row the API counts came back (absence from a short list proves nothing).
     pub fn complete(&self) -> bool {
-        self.total
-            .is_none_or(|total| self.workspaces.len() as u64 >= total)
-            && self.extra.get("has_more").and_then(Value::as_bool) != Some(true)
+        let has_more = self.extra.get("has_more").and_then(Value::as_bool) == Some(true);
+        super::envelope::answer_whole(self.workspaces.len(), self.total, has_more)
     }
 }
 

@@ -180,10 +180,7 @@ impl McpIntegrationWorkspaces {
     /// follow (the legacy shape has no `total`): a row absent from a short answer may still be
     /// there, enabled.
     pub fn complete(&self) -> bool {
-        !self.has_more
-            && self
-                .total
-                .is_none_or(|total| self.workspaces.len() as u64 >= total)
+        super::envelope::answer_whole(self.workspaces.len(), self.total, self.has_more)
     }
 }
 
