@@ -29,8 +29,8 @@ pub use client::{Client, REPLICA_HEADER, WriteGuard, identify_replica};
 pub use config::{ClientConfig, DEFAULT_TIMEOUT, RequestObserver, RetryPolicy};
 pub use error::{ApiError, HttpError};
 pub use handles::{
-    AnswerBody, Archives, DeletedByKey, Listed, McpCapable, PolicyKind, ReadByKey, Receipt, Remote,
-    Written,
+    AnswerBody, Archives, DeletedByKey, Listed, McpCapable, PolicyKind, ReadByKey, Reading,
+    Receipt, Remote, Written,
 };
 pub use handles::{
     ApiKeys, Configs, Deployments, Endpoint, Guardrails, GuardrailsOn, Integrations, Providers,

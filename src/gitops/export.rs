@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use super::GitopsError;
 use super::mask::{Masking, add_references, secret_paths, secret_pointers};
 use super::project;
-use crate::api::{self, Client, DeploymentListQuery};
+use crate::api::{self, Client, DeploymentListQuery, Reading};
 use crate::resources::config::ConfigSecretRef;
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::policy::Policy;
@@ -351,7 +351,7 @@ async fn export_guardrails<G: GuardrailKind + Serialize>(
     out: &mut Builder<'_>,
 ) -> Result<(), GitopsError> {
     let plane = api.guardrails_on(G::PLANE);
-    let guardrails = listed("guardrails", plane.listing(workspace)).await?;
+    let guardrails = listed("guardrails", plane.listing(workspace, Reading::Proof)).await?;
     for summary in guardrails
         .items
         .iter()
@@ -372,7 +372,11 @@ async fn export_policies<P: Policy>(
     out: &mut Builder<'_>,
 ) -> Result<(), GitopsError> {
     let what = format!("{}s", P::WHAT);
-    let listing = listed(&what, P::list(api, options.workspace_id.clone())).await?;
+    let listing = listed(
+        &what,
+        P::list(api, options.workspace_id.clone(), Reading::Proof),
+    )
+    .await?;
     for policy in &listing.items {
         out.policy::<P>(policy)?;
     }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_with::skip_serializing_none;
 
 use super::common::WorkspaceRef;
-use crate::api::{ApiError, Client, Listing};
+use crate::api::{ApiError, Client, Listing, Reading};
 use crate::controller::process::Watchable;
 
 /// The fields every policy kind's spec opens with (flattened: the same keys at the top of
@@ -185,9 +185,11 @@ pub trait Policy: Watchable + Resource<Scope = NamespaceResourceScope> + Seriali
         client: &Client,
         id: &str,
     ) -> impl Future<Output = Result<Self::Remote, ApiError>> + Send;
+    /// Every policy of `workspace`, read as `reading` says.
     fn list(
         client: &Client,
         workspace: Option<String>,
+        reading: Reading,
     ) -> impl Future<Output = Result<Listing<Self::Remote>, ApiError>> + Send;
     /// POSTs the spec; the new id.
     fn create(&self, client: &Client) -> impl Future<Output = Result<String, ApiError>> + Send;
@@ -272,13 +274,14 @@ macro_rules! bind_policy {
             async fn list(
                 client: &$crate::api::Client,
                 workspace: Option<String>,
+                reading: $crate::api::Reading,
             ) -> Result<$crate::api::Listing<$remote>, $crate::api::ApiError> {
                 type Query = $query;
                 let query = Query {
                     workspace_id: workspace,
                     ..Default::default()
                 };
-                client.$handle().listing(&query).await
+                client.$handle().listing(&query, reading).await
             }
             async fn create(
                 &self,

@@ -1,3 +1,4 @@
+use super::Reading;
 use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
@@ -38,19 +39,25 @@ impl ApiKeys<'_> {
 
     /// Every key of this kind that matches, all pages (keys masked).
     pub async fn list(&self, query: &ApiKeysListQuery) -> Result<Vec<ApiKey>, ApiError> {
-        Ok(self.listing(query).await?.items)
+        Ok(self.listing(query, Reading::Proof).await?.items)
     }
 
-    /// Like [`Self::list`], saying whether the pages prove the whole list.
-    pub async fn listing(&self, query: &ApiKeysListQuery) -> Result<Listing<ApiKey>, ApiError> {
+    /// Like [`Self::list`], saying whether the pages prove the whole list, read as `reading`
+    /// says.
+    pub async fn listing(
+        &self,
+        query: &ApiKeysListQuery,
+        reading: Reading,
+    ) -> Result<Listing<ApiKey>, ApiError> {
         let collection = self.routes().collection;
+        let pairs = query.to_pairs();
         super::paged(
             self.client,
             collection,
             &[],
-            query.to_pairs(),
+            pairs,
             |k: &ApiKey| k.id.as_str(),
-            super::Reading::Proof,
+            reading,
         )
         .await
     }

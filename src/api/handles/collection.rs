@@ -6,7 +6,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::Endpoint;
+use super::{Endpoint, Reading};
 use crate::api::error::ApiError;
 use crate::api::models::{ListQuery, Listing, PolicyStatus, Validate, enum_str};
 use crate::api::routes::Verb;
@@ -94,21 +94,18 @@ impl<K: ReadByKey> Endpoint<'_, K> {
 impl<K: Listed> Endpoint<'_, K> {
     /// Every row that matches `query`, all pages.
     pub async fn list(&self, query: &K::Query) -> Result<Vec<K>, ApiError> {
-        Ok(self.listing(query).await?.items)
+        Ok(self.listing(query, Reading::Proof).await?.items)
     }
 
-    /// Like [`Self::list`], saying whether the pages prove the whole list (see `paged`).
-    pub async fn listing(&self, query: &K::Query) -> Result<Listing<K>, ApiError> {
+    /// Like [`Self::list`], saying whether the pages prove the whole list, read as `reading`
+    /// says (see `paged`).
+    pub async fn listing(
+        &self,
+        query: &K::Query,
+        reading: Reading,
+    ) -> Result<Listing<K>, ApiError> {
         let pairs = query.to_pairs();
-        super::paged(
-            self.client,
-            K::COLLECTION,
-            &[],
-            pairs,
-            K::id,
-            super::Reading::Proof,
-        )
-        .await
+        super::paged(self.client, K::COLLECTION, &[], pairs, K::id, reading).await
     }
 }
 

@@ -1,3 +1,4 @@
+use super::Reading;
 use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
@@ -61,7 +62,7 @@ impl Guardrails<'_> {
     /// on a later page is as real as one on the first.
     pub async fn list_all(&self) -> Result<Vec<GuardrailSummary>, ApiError> {
         let organisation = GuardrailsOn::on(self.client, GuardrailPlane::Organisation);
-        Ok(organisation.listing(None).await?.items)
+        Ok(organisation.listing(None, Reading::Proof).await?.items)
     }
 }
 
@@ -97,10 +98,11 @@ impl GuardrailsOn<'_> {
     }
 
     /// Every guardrail of the plane (of `workspace` on the workspace plane), all pages, with
-    /// whether the pages prove the whole list.
+    /// whether the pages prove the whole list, read as `reading` says.
     pub async fn listing(
         &self,
         workspace: Option<&str>,
+        reading: Reading,
     ) -> Result<crate::api::Listing<GuardrailSummary>, ApiError> {
         let collection = routes(self.plane).collection;
         let mut pairs = vec![("page_size", PAGE_SIZE.to_string())];
@@ -111,7 +113,7 @@ impl GuardrailsOn<'_> {
             &[],
             pairs,
             |g: &GuardrailSummary| g.id.as_str(),
-            super::Reading::Proof,
+            reading,
         )
         .await
     }

@@ -157,12 +157,14 @@ async fn paged<T: DeserializeOwned>(
     })
 }
 
-/// How a caller of [`paged`] reads a collection.
+/// How a caller of a paged listing reads the collection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reading {
+pub enum Reading {
     /// As proof: a listing is complete only when it proves that a row it lacks is absent.
     Proof,
-    /// Once: for a caller that acts on each row it sees and reads again when they were not all.
+    /// Once: for a caller that acts on each row it sees and proves nothing by a row's absence
+    /// (a drift pass reads each object the list did not show; a usage reset resets each entity
+    /// listed). A listing of more than one request then costs one reading, not two.
     Once,
 }
 

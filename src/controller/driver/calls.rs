@@ -11,7 +11,7 @@ use super::Cx;
 use super::create::{Candidate, Lookup, by_slug_or_name};
 use super::verbs::Verbs;
 use crate::api::{
-    self, ApiError, Client, Integrations, IntegrationsListQuery, Listing, McpIntegrations,
+    self, ApiError, Client, Integrations, IntegrationsListQuery, Listing, McpIntegrations, Reading,
     SecretReferences, SecretReferencesListQuery,
 };
 use crate::controller::error::Halt;
@@ -438,7 +438,7 @@ handle! {
         CreateSecretReferenceRequest -> Created, UpdateSecretReferenceRequest;
     delete(client, key, _tenant) client.secret_references().delete(key);
     workspace(_remote) None;
-    listing(client) client.secret_references().listing(&SecretReferencesListQuery::default());
+    listing(client) client.secret_references().listing(&SecretReferencesListQuery::default(), Reading::Proof);
     of_organisation(_remote) true
 }
 handle! {
@@ -457,6 +457,6 @@ handle! {
     listing(client) client.integrations().listing(&IntegrationsListQuery {
         integration_type: Some("organisation".into()),
         ..Default::default()
-    });
+    }, Reading::Proof);
     of_organisation(remote) remote.workspace_id.is_none()
 }

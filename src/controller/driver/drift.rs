@@ -12,6 +12,11 @@
 //!   which the GET confirms (only "not found" means gone); an incomplete list proves nothing, so
 //!   the objects it did not show are read one by one.
 //!
+//! Since every object a list did not show is read, the pass proves nothing by a row's absence,
+//! and a list of several pages is read once ([`crate::api::Reading::Once`]), not twice as a
+//! lookup that proves a lost create's object absent reads it: a row that shifted past a page
+//! boundary while the pages were read is one more object read by GET.
+//!
 //! Those reads are paced to a share of the Connection's QPS (`--drift-qps-share`), so a drift
 //! pass over 10,000 objects never crowds out a user's change: spec changes, creates and deletes
 //! take the rest of the budget, and their reconciles never queue behind drift reads.
@@ -101,7 +106,8 @@ pub trait Listed: Managed {
     /// The workspace filter of the list that shows this object.
     fn list_workspace(&self) -> Option<String>;
     /// Every remote object of the kind through `client`, in `workspace` (paged where the API
-    /// pages; `complete` false when the list fell short of its total).
+    /// pages, read once: [`crate::api::Reading::Once`]; `complete` false when the list fell
+    /// short of its total).
     fn list(
         client: &Client,
         workspace: Option<String>,

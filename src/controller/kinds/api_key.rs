@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use crate::api::{self, ApiError, Client, Listing, SecretString};
+use crate::api::{self, ApiError, Client, Listing, Reading, SecretString};
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_of_ours, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
@@ -273,7 +273,7 @@ impl OwnCalls for ApiKey {
             .read("list API keys", |client| async move {
                 client
                     .api_keys(self.spec.kind.to_api())
-                    .listing(&query)
+                    .listing(&query, Reading::Proof)
                     .await
             })
             .await?;
@@ -386,7 +386,7 @@ impl Listed for ApiKey {
         let mut rows = Vec::new();
         let mut complete = true;
         for kind in [api::ApiKeyKind::Service, api::ApiKeyKind::User] {
-            let listing = client.api_keys(kind).listing(&query).await?;
+            let listing = client.api_keys(kind).listing(&query, Reading::Once).await?;
             complete &= listing.complete;
             rows.extend(listing.items.into_iter().map(|k| Row {
                 keys: vec![k.id],

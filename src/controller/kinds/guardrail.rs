@@ -13,6 +13,7 @@ use kube::ResourceExt;
 
 use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
+    Reading,
 };
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
@@ -341,7 +342,9 @@ async fn list<G: GuardrailKind>(
     client: &Client,
     workspace: Option<String>,
 ) -> Result<Listing<Row>, ApiError> {
-    let listing = plane::<G>(client).listing(workspace.as_deref()).await?;
+    let listing = plane::<G>(client)
+        .listing(workspace.as_deref(), Reading::Once)
+        .await?;
     Ok(listing.map(|g| Row::new([g.id, g.slug], g.created_at, g.last_updated_at)))
 }
 
@@ -376,7 +379,10 @@ async fn absent_from_list<G: GuardrailKind>(
     client: &Client,
     status: &GuardrailStatus,
 ) -> bool {
-    let Ok(listing) = plane::<G>(client).listing(guardrail.workspace_id()).await else {
+    let Ok(listing) = plane::<G>(client)
+        .listing(guardrail.workspace_id(), Reading::Proof)
+        .await
+    else {
         return false;
     };
     let keys: Vec<&str> = [
@@ -431,7 +437,7 @@ async fn find_created<G: GuardrailObject>(
     let workspace = sent.workspace_id.as_deref();
     let listing = cx
         .read("list guardrails", |client| async move {
-            plane::<G>(client).listing(workspace).await
+            plane::<G>(client).listing(workspace, Reading::Proof).await
         })
         .await?;
     let own = |g: &GuardrailSummary| G::lists_as_own(g.workspace_id.as_deref());

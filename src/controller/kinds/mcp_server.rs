@@ -19,7 +19,7 @@
 mod references;
 pub use references::{naming, watch_inputs, watch_servers};
 
-use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersListQuery};
+use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersListQuery, Reading};
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, in_workspace};
@@ -257,7 +257,7 @@ impl OwnCalls for McpServer {
         // the server may still be another party's, so nothing proves it this create's.
         let unproven = |s: &RemoteServer| Some(format!("MCP server {} ({})", s.slug, s.id));
         in_workspace(cx, status, identity, unproven, |client| async move {
-            client.mcp_servers().listing(&query).await
+            client.mcp_servers().listing(&query, Reading::Proof).await
         })
         .await
     }

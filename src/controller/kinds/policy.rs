@@ -4,7 +4,7 @@
 //! `deletionPolicy`. A policy kind supplies its API calls and its diff ([`Policy`]) and what its
 //! status records besides [`PolicyRecord`] ([`PolicyKind`]); the driver does the rest ([`crate::controller::driver::flow`]).
 
-use crate::api::{ApiError, Client, Listing};
+use crate::api::{ApiError, Client, Listing, Reading};
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
 use crate::controller::driver::create::{
     Created, Lookup, body_hash, body_hash_matches, one_of_ours, sent_or,
@@ -186,7 +186,7 @@ impl<P: PolicyKind> OwnCalls for P {
         let sent = sent_or(status, self.name(), self.workspace_id());
         let listing = cx
             .read(format!("list {}s", P::WHAT), |client| {
-                P::list(client, sent.workspace_id.clone())
+                P::list(client, sent.workspace_id.clone(), Reading::Proof)
             })
             .await?;
         one_of_ours(
@@ -242,7 +242,7 @@ pub async fn rows<P: PolicyKind>(
     client: &Client,
     workspace: Option<String>,
 ) -> Result<Listing<Row>, ApiError> {
-    let listing = P::list(client, workspace).await?;
+    let listing = P::list(client, workspace, Reading::Once).await?;
     Ok(Listing {
         items: listing
             .items

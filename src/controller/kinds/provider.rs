@@ -19,7 +19,7 @@ pub use watches::{watch_binders, watch_inputs};
 
 use crate::api::{
     ApiError, Client, CreateProviderRequest, Provider as RemoteProvider, ProviderWritten,
-    ProvidersListQuery,
+    ProvidersListQuery, Reading,
 };
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey, key_or};
@@ -265,7 +265,7 @@ impl OwnCalls for Provider {
             (!ours(self, p)).then(|| format!("provider {} ({})", p.slug, p.id))
         };
         in_workspace(cx, status, identity, unproven, |client| async move {
-            client.providers().listing(&query).await
+            client.providers().listing(&query, Reading::Proof).await
         })
         .await
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::support::emu::{ClientEnv, TOKEN, key_transition_options};
 use crate::support::objects::{USER_ID, WS_A};
 use aigw::api::{
-    ApiError, ApiKeyDefaults, ApiKeyKind, ApiKeysListQuery, Client, CreateApiKeyRequest,
+    ApiError, ApiKeyDefaults, ApiKeyKind, ApiKeysListQuery, Client, CreateApiKeyRequest, Reading,
     RequestObserver, RotateApiKeyRequest, UpdateApiKeyRequest,
 };
 use serde_json::{Value, json};
@@ -126,7 +126,7 @@ async fn the_client_creates_reads_updates_rotates_and_deletes_keys() {
         page_size: Some(1),
         ..Default::default()
     };
-    let listing = service.listing(&paged).await.unwrap();
+    let listing = service.listing(&paged, Reading::Proof).await.unwrap();
     assert_eq!(listing.items.len(), 3, "all pages");
     assert!(listing.complete);
     assert_eq!(

@@ -12,10 +12,14 @@ use aigw::api::{
     ApiError, Client, ClientConfig, Condition, CreateConfigRequest, CreateDeploymentRequest,
     CreateRateLimitsPolicyRequest, DeploymentAuthSettingsInput, DeploymentListQuery,
     DeploymentStatus, DeploymentType, GroupBy, Includable, ItemStatus, OneOrMany, OutputItem,
-    PolicyStatus, RateLimit, RateLimitType, RateLimitUnit, RateLimitsListQuery, RequestObserver,
-    RetryPolicy, SecretString, StaticToken, TokenFuture, TokenSource, UpdateConfigRequest,
-    UpdateDeploymentRequest, UpdateRateLimitsPolicyRequest, VectorStoreFileStatus,
+    PolicyStatus, RateLimit, RateLimitType, RateLimitUnit, RateLimitsListQuery, Reading,
+    RequestObserver, RetryPolicy, SecretString, StaticToken, TokenFuture, TokenSource,
+    UpdateConfigRequest, UpdateDeploymentRequest, UpdateRateLimitsPolicyRequest,
+    VectorStoreFileStatus,
 };
+use aigw::controller::driver::drift;
+use aigw::resources::RateLimitsPolicy;
+use aigw::resources::policy::Policy;
 use serde_json::{Value, json};
 
 impl ClientEnv {
@@ -1039,7 +1043,7 @@ async fn a_paged_list_without_total_ends_only_at_an_empty_page() {
     let client = env.client();
     let listing = client
         .rate_limits()
-        .listing(&RateLimitsListQuery::default())
+        .listing(&RateLimitsListQuery::default(), Reading::Proof)
         .await
         .unwrap();
     assert_eq!(listing.items.len(), 150, "the second page was left out");
@@ -1065,7 +1069,7 @@ async fn rows_shifting_between_pages_leave_a_listing_incomplete() {
     let list = || async {
         client
             .rate_limits()
-            .listing(&RateLimitsListQuery::default())
+            .listing(&RateLimitsListQuery::default(), Reading::Proof)
             .await
             .unwrap()
     };
@@ -1099,6 +1103,31 @@ async fn rows_shifting_between_pages_leave_a_listing_incomplete() {
         list().await,
         still,
         "once the rows hold still, the listing is whole again"
+    );
+}
+
+/// A drift pass reads every object its list did not show, so it proves nothing by absence and
+/// reads a list of several pages once; the recovery of a lost create reads the same list twice.
+#[tokio::test]
+async fn a_drift_pass_reads_a_paged_list_once() {
+    let env = with_150_rate_limits().await;
+    let client = env.client();
+    const PAGES: &str = "GET /ai_gw/v2/policies/rate-limits";
+    let rows = <RateLimitsPolicy as drift::Listed>::list(&client, None)
+        .await
+        .unwrap();
+    assert_eq!(rows.items.len(), 150);
+    assert!(rows.complete, "one reading, counted whole by its total");
+    assert_eq!(env.count(PAGES, 200).await, 2, "one reading of two pages");
+
+    let lookup = <RateLimitsPolicy as Policy>::list(&client, None, Reading::Proof)
+        .await
+        .unwrap();
+    assert!(lookup.complete);
+    assert_eq!(
+        env.count(PAGES, 200).await,
+        2 + 4,
+        "a proof reads them twice"
     );
 }
 

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use crate::api::{
-    self, Client, McpServerMapping, McpServerMappingTarget, McpServersListQuery,
+    self, Client, McpServerMapping, McpServerMappingTarget, McpServersListQuery, Reading,
     SyncMcpServerMappingsRequest,
 };
 use kube::ResourceExt;
@@ -296,7 +296,7 @@ async fn in_workspace<G: GuardrailObject>(
     let listing = cx
         .read(
             format!("list the MCP servers of workspace {workspace}"),
-            |client| async move { client.mcp_servers().listing(&query).await },
+            |client| async move { client.mcp_servers().listing(&query, Reading::Proof).await },
         )
         .await?;
     let missing: Vec<&str> = wanted
