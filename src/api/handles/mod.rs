@@ -93,7 +93,8 @@ const MAX_PAGES: u32 = 10_000;
 
 /// Every row of a paged collection (`current_page` from 0, `page_size`, `total`), saying
 /// whether the pages prove the whole list: every page up to `total` arrived, every page
-/// reported the same `total`, and no row came twice (a row seen twice means rows shifted
+/// reported the same `total`, the last one did not say more rows follow (`has_more`), and no
+/// row came twice (a row seen twice means rows shifted
 /// between pages, so another may have been skipped). Anything else (an early empty page, a
 /// changed total, shifted rows) leaves it incomplete: not proof of absence. Without a `total`
 /// only an empty page ends the list: a short page may be the server's own page size (one the
@@ -219,8 +220,11 @@ async fn pass<T: DeserializeOwned>(
             None => got == 0,
         };
         if done {
-            // More rows than the `total` counts: the count is not of this list.
-            complete = consistent && page.total.is_none_or(|total| all.len() as u64 == total);
+            // More rows than the `total` counts: the count is not of this list. A last page
+            // that says more rows follow (`has_more`) contradicts its count: not whole either.
+            complete = consistent
+                && !page.has_more
+                && page.total.is_none_or(|total| all.len() as u64 == total);
             break;
         }
         // No row told apart from those seen: an early empty page, or a server that ignores

@@ -40,14 +40,16 @@ pub struct Listing<T> {
 }
 
 impl<T> Listing<T> {
-    /// One unpaged answer: complete when its `total` counts exactly the rows that came back.
-    /// Without a `total` nothing says so (these lists may be capped, and the spec's config list
-    /// carries none): such an answer never proves absence; nor does one with more rows than its
-    /// `total` (a count of something else, a page's say).
+    /// One unpaged answer: complete when its `total` counts exactly the rows that came back and
+    /// it does not say more follow (`has_more`). Without a `total` nothing says so (these lists
+    /// may be capped, and the spec's config list carries none): such an answer never proves
+    /// absence; nor does one with more rows than its `total` (a count of something else, a
+    /// page's say).
     pub fn from_page(page: ListPage<T>) -> Self {
-        let complete = page
-            .total
-            .is_some_and(|total| page.data.len() as u64 == total);
+        let complete = !page.has_more
+            && page
+                .total
+                .is_some_and(|total| page.data.len() as u64 == total);
         Self {
             items: page.data,
             complete,
@@ -71,22 +73,26 @@ pub(super) fn answer_whole(rows: usize, total: Option<u64>, has_more: bool) -> b
     !has_more && total.is_none_or(|total| rows as u64 >= total)
 }
 
-/// A page of a list: its rows and, when the API says, the total across all pages.
+/// A page of a list: its rows, when the API says, the total across all pages, and whether it
+/// says more rows follow (`has_more`, which some lists carry).
 #[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ListPage<T> {
     pub data: Vec<T>,
     pub total: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub has_more: bool,
 }
 
 impl<'de, T: DeserializeOwned> Deserialize<'de> for ListPage<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         // Decoded through `Value` rather than an untagged enum so a bad row keeps its own error.
-        let (rows, total) = match Value::deserialize(d)? {
-            rows @ Value::Array(_) => (rows, None),
+        let (rows, total, has_more) = match Value::deserialize(d)? {
+            rows @ Value::Array(_) => (rows, None, false),
             Value::Object(mut o) => {
                 let total = o.get("total").and_then(Value::as_u64);
+                let has_more = o.get("has_more").and_then(Value::as_bool) == Some(true);
                 // An answer with neither rows nor a count (`{}`, an empty body) is no list: taken
                 // for an empty one, it would end a listing and prove every object absent.
                 if total.is_none() && !o.contains_key("data") {
@@ -94,7 +100,7 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for ListPage<T> {
                         "a list answer with neither `data` nor `total`",
                     ));
                 }
-                (o.remove("data").unwrap_or(Value::Null), total)
+                (o.remove("data").unwrap_or(Value::Null), total, has_more)
             }
             _ => return Err(D::Error::custom("expected a list")),
         };
@@ -103,7 +109,11 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for ListPage<T> {
             rows @ Value::Array(_) => serde_json::from_value(rows).map_err(D::Error::custom)?,
             _ => return Err(D::Error::custom("list `data` is not an array")),
         };
-        Ok(ListPage { data, total })
+        Ok(ListPage {
+            data,
+            total,
+            has_more,
+        })
     }
 }
 
@@ -155,6 +165,7 @@ impl<T> From<StreamedPage<T>> for Listing<T> {
         Listing::from_page(ListPage {
             data: page.data,
             total: page.total,
+            has_more: false,
         })
     }
 }
@@ -254,7 +265,13 @@ mod tests {
 
     #[test]
     fn a_list_proves_absence_only_with_its_total() {
-        let page = |data: Vec<u32>, total| Listing::from_page(ListPage { data, total });
+        let page = |data: Vec<u32>, total| {
+            Listing::from_page(ListPage {
+                data,
+                total,
+                has_more: false,
+            })
+        };
         assert!(page(vec![1, 2], Some(2)).complete);
         assert!(!page(vec![1], Some(2)).complete, "capped below its total");
         assert!(
@@ -303,7 +320,8 @@ mod tests {
             p,
             ListPage {
                 data: vec![1, 2],
-                total: None
+                total: None,
+                has_more: false,
             }
         );
         let p: ListPage<u32> =
@@ -312,8 +330,16 @@ mod tests {
             p,
             ListPage {
                 data: vec![1],
-                total: Some(7)
+                total: Some(7),
+                has_more: false,
             }
+        );
+        let p: ListPage<u32> =
+            serde_json::from_value(json!({"total": 2, "data": [1, 2], "has_more": true})).unwrap();
+        assert!(p.has_more);
+        assert!(
+            !Listing::from_page(p).complete,
+            "an answer that says more rows follow is not whole, whatever its total"
         );
         let p: ListPage<u32> = serde_json::from_value(json!({"data": null})).unwrap();
         assert!(p.data.is_empty());

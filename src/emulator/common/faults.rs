@@ -66,6 +66,10 @@ pub struct Faults {
     /// `scope_name` suffixed), the `total` unchanged. Nothing stored changes.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub list_churn: bool,
+    /// List answers say more rows follow (`has_more: true`), whatever their `total` counts: an
+    /// answer that contradicts itself.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub list_has_more: bool,
     /// Objects created through the API less than this many ms ago are missing from every list.
     pub list_lag_ms: Option<u64>,
     /// Reads come back as a real server writes them: keys in another order, `1.0` as `1`,

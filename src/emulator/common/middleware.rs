@@ -160,13 +160,17 @@ pub async fn inject_faults(
     let response = next.run(request).await;
     let churn = later_page && faults.list_churn;
     let untold = !is_write && faults.list_without_total;
-    if (churn || untold) && response.status().is_success() {
+    let more = !is_write && faults.list_has_more;
+    if (churn || untold || more) && response.status().is_success() {
         return reshape_list(response, |list| {
             if churn {
                 churned(list);
             }
             if untold {
                 list.remove("total");
+            }
+            if more {
+                list.insert("has_more".into(), true.into());
             }
         })
         .await;

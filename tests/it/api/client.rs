@@ -17,6 +17,7 @@ use aigw::api::{
     UpdateConfigRequest, UpdateDeploymentRequest, UpdateRateLimitsPolicyRequest,
     VectorStoreFileStatus,
 };
+use aigw::api::{Listing, RateLimitsPolicy as RateLimitsPolicyRemote};
 use aigw::controller::driver::drift;
 use aigw::resources::RateLimitsPolicy;
 use aigw::resources::policy::Policy;
@@ -1022,6 +1023,15 @@ async fn with_150_rate_limits() -> ClientEnv {
     env
 }
 
+/// The rate-limits policies, listed as proof of what is absent.
+async fn proof_of_limits(client: &Client) -> Listing<RateLimitsPolicyRemote> {
+    client
+        .rate_limits()
+        .listing(&RateLimitsListQuery::default(), Reading::Proof)
+        .await
+        .unwrap()
+}
+
 /// A paged list whose answers carry no `total` is read to its first empty page: a full page
 /// of the server's default size (the query names none) is not the last.
 #[tokio::test]
@@ -1041,11 +1051,7 @@ async fn a_paged_list_without_total_ends_only_at_an_empty_page() {
     assert!(raw.get("total").is_none(), "the fault leaves total out");
 
     let client = env.client();
-    let listing = client
-        .rate_limits()
-        .listing(&RateLimitsListQuery::default(), Reading::Proof)
-        .await
-        .unwrap();
+    let listing = proof_of_limits(&client).await;
     assert_eq!(listing.items.len(), 150, "the second page was left out");
     assert!(
         !listing.complete,
@@ -1066,13 +1072,7 @@ async fn a_paged_list_without_total_ends_only_at_an_empty_page() {
 async fn rows_shifting_between_pages_leave_a_listing_incomplete() {
     let env = with_150_rate_limits().await;
     let client = env.client();
-    let list = || async {
-        client
-            .rate_limits()
-            .listing(&RateLimitsListQuery::default(), Reading::Proof)
-            .await
-            .unwrap()
-    };
+    let list = || proof_of_limits(&client);
     let still = list().await;
     assert!(still.complete);
     assert_eq!(still.items.len(), 150);
@@ -1104,6 +1104,31 @@ async fn rows_shifting_between_pages_leave_a_listing_incomplete() {
         still,
         "once the rows hold still, the listing is whole again"
     );
+}
+
+/// An answer that says more rows follow (`has_more`) is not a whole list, whatever its `total`
+/// counts: neither a paged listing nor an unpaged one proves absence by it.
+#[tokio::test]
+async fn a_list_that_says_more_follow_proves_nothing() {
+    let env = with_150_rate_limits().await;
+    let client = env.client();
+    env.faults(json!({"list_has_more": true})).await;
+    let listing = proof_of_limits(&client).await;
+    assert_eq!(listing.items.len(), 150, "every row counted was read");
+    assert!(
+        !listing.complete,
+        "a last page saying more follow was taken for the end"
+    );
+    let configs = client.configs().listing(None).await.unwrap();
+    assert!(configs.items.is_empty());
+    assert!(
+        !configs.complete,
+        "an unpaged answer saying more follow was taken whole"
+    );
+
+    env.faults(json!({})).await;
+    let listing = proof_of_limits(&client).await;
+    assert!(listing.complete, "without the fault the list is whole");
 }
 
 /// A drift pass reads every object its list did not show, so it proves nothing by absence and
