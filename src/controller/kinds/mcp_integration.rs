@@ -17,14 +17,14 @@ use std::time::Duration;
 use kube::ResourceExt;
 use serde_json::{Map, Value};
 
-use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration};
+use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration, Reading};
 use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::Created;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::ready_named;
 use crate::controller::driver::verbs::{
-    Comparison, Naming, Verbs, refused_in_use, still_referenced,
+    Comparison, Naming, STILL_REFERENCED, Verbs, refused_in_use, still_referenced,
 };
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -152,13 +152,20 @@ impl Verbs for McpIntegration {
         let keys = keys.unwrap_or_default();
         let servers = cx
             .read("list MCP servers", |client| async move {
-                client
-                    .mcp_servers()
-                    .list(&api::McpServersListQuery::default())
-                    .await
+                let query = api::McpServersListQuery::default();
+                client.mcp_servers().listing(&query, Reading::Proof).await
             })
             .await?;
+        // A server the list did not show may instantiate it, and a delete is for good.
+        if !servers.complete {
+            let why = format!(
+                "MCP integration {key} waits for a whole list of MCP servers, to prove that \
+                 none instantiates it (the list came back incomplete; it is read again)"
+            );
+            return Err(Error::not_allowed(STILL_REFERENCED, why).into());
+        }
         let mut users: Vec<String> = servers
+            .items
             .iter()
             .filter(|s| {
                 s.mcp_integration_id

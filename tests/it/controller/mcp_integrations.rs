@@ -393,3 +393,28 @@ async fn two_namesakes_of_different_slugs_deleted_mid_create_each_delete_their_o
     h.stop().await;
     assert_eq!((posts, deletes), (2, 2), "{state}");
 }
+
+/// An integration's delete is for good, and what it refuses while servers use it is not
+/// documented: before it, the list of MCP servers must prove that none instantiates it. A list
+/// that does not (here every answer says more rows follow) holds the delete, with no call,
+/// until a whole one does.
+#[tokio::test]
+async fn a_delete_waits_for_a_whole_list_of_servers() {
+    let h = Harness::start_with("mcpi-unproven", Duration::from_secs(1)).await;
+    let slug = h.cluster_name("lone");
+    let spec = json!({"slug": slug, "name": "Lone", "url": "https://mcp.example.com/mcp",
+                      "authType": "none", "transport": "http", "workspaces": [{"workspace": WS_A}]});
+    create(&h, "lone", spec).await;
+    h.wait_cluster::<McpIntegration>("lone", WAIT, |r| r.ready())
+        .await;
+    h.faults(json!({"list_has_more": true})).await;
+    let waits = "waits for a whole list of MCP servers, to prove that none instantiates it \
+                 (the list came back incomplete";
+    h.delete_waits_for::<McpIntegration>("lone", waits).await;
+    let deletes = h.count(MCP_INTEGRATION_DELETE).await;
+    assert_eq!(deletes, 0, "deleted on a list that proved nothing");
+    let heal = h.faults(json!({}));
+    h.released_then_gone::<McpIntegration>("lone", ("mcp_integrations", &slug), heal)
+        .await;
+    h.stop().await;
+}
