@@ -951,11 +951,14 @@ async fn unresolved_guardrails(
     if literal.is_empty() {
         return Ok(None);
     }
-    let known: std::collections::HashSet<String> = api
+    let listing = api
         .guardrails()
-        .list_all()
+        .listing_all()
         .await
-        .map_err(|e| GitopsError::api("failed to list guardrails", e))?
+        .map_err(|e| GitopsError::api("failed to list guardrails", e))?;
+    let whole = listing.complete;
+    let known: std::collections::HashSet<String> = listing
+        .items
         .into_iter()
         .flat_map(|g| [g.id, g.slug])
         .collect();
@@ -964,9 +967,13 @@ async fn unresolved_guardrails(
         .filter(|r| !known.contains(&r.name))
         .map(|r| r.describe())
         .collect();
+    let shown = match whole {
+        true => "",
+        false => " (the guardrail list came back incomplete)",
+    };
     Ok((!missing.is_empty()).then(|| {
         format!(
-            "unresolved guardrail {}: the operator would stall (UnresolvedGuardrail) and write nothing",
+            "unresolved guardrail {}{shown}: the operator would stall (UnresolvedGuardrail) and write nothing",
             missing.join(", ")
         )
     }))

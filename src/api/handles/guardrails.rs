@@ -58,11 +58,12 @@ impl Guardrails<'_> {
     }
 
     /// Every guardrail of the organisation, all pages at the largest page size (the listing of
-    /// [`GuardrailsOn::listing`], with its stops). A reference check needs the whole list: a slug
-    /// on a later page is as real as one on the first.
-    pub async fn list_all(&self) -> Result<Vec<GuardrailSummary>, ApiError> {
+    /// [`GuardrailsOn::listing`], with its stops), saying whether the pages prove the whole
+    /// list. A reference check needs the whole list: a slug on a later page is as real as one
+    /// on the first, and one the list does not show names no guardrail only when it is whole.
+    pub async fn listing_all(&self) -> Result<crate::api::Listing<GuardrailSummary>, ApiError> {
         let organisation = GuardrailsOn::on(self.client, GuardrailPlane::Organisation);
-        Ok(organisation.listing(None, Reading::Proof).await?.items)
+        organisation.listing(None, Reading::Proof).await
     }
 }
 

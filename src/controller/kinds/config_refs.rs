@@ -311,7 +311,7 @@ async fn check_guardrails(
         .await?;
     let resources = slugs_of_resources(config, cx.ctx);
     let missing = unresolved(references, values, |name| {
-        known.contains(name) || resources.contains(name)
+        known.names.contains(name) || resources.contains(name)
     });
     if missing.is_empty() {
         let message = format!("all {} guardrail references resolve", references.len());
@@ -325,10 +325,18 @@ async fn check_guardrails(
         );
         return Ok(());
     }
-    let message = format!(
-        "the connection has no guardrail {}; nothing is written until every reference resolves",
-        missing.join(", ")
-    );
+    let message = match known.complete {
+        true => format!(
+            "the connection has no guardrail {}; nothing is written until every reference \
+             resolves",
+            missing.join(", ")
+        ),
+        false => format!(
+            "the connection's guardrail list came back incomplete and does not show {}; \
+             nothing is written until every reference resolves (the list is read again)",
+            missing.join(", ")
+        ),
+    };
     set_condition(
         &mut status.conditions,
         GUARDRAILS_RESOLVED,
@@ -360,17 +368,30 @@ fn unresolved(
         .collect()
 }
 
-/// The guardrail ids and slugs of each connection, listed in full at most once per TTL. Callers
-/// of one connection share one listing: while it is being read, the others wait for it
-/// (single flight) instead of listing again.
+/// The guardrail ids and slugs of each connection, listed in full at most once per TTL (a list
+/// that did not prove itself whole, at most once per [`INCOMPLETE_REUSED_FOR`]). Callers of one
+/// connection share one listing: while it is being read, the others wait for it (single
+/// flight) instead of listing again.
 #[derive(Default)]
 pub struct GuardrailCache {
     slots: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Listing>>>>>,
 }
 
+/// How long a guardrail list that did not prove itself whole is reused: a reference it does not
+/// show is looked for again soon, not after the whole TTL.
+const INCOMPLETE_REUSED_FOR: Duration = Duration::from_secs(5);
+
 struct Listing {
-    known: Arc<HashSet<String>>,
+    known: Known,
     fetched: Instant,
+}
+
+/// The ids and slugs a guardrail list showed, and whether it proved itself whole: only then does
+/// a reference it lacks name no guardrail.
+#[derive(Clone)]
+pub struct Known {
+    pub names: Arc<HashSet<String>>,
+    pub complete: bool,
 }
 
 impl GuardrailCache {
@@ -380,23 +401,31 @@ impl GuardrailCache {
         connection: &str,
         ttl: Duration,
         client: &crate::api::Client,
-    ) -> Result<Arc<HashSet<String>>, Error> {
+    ) -> Result<Known, Error> {
         let slot = self.slot(connection);
         let mut listing = slot.lock().await;
-        if let Some(fresh) = listing.as_ref().filter(|l| l.fetched.elapsed() < ttl) {
+        let fresh = |l: &&Listing| match l.known.complete {
+            true => l.fetched.elapsed() < ttl,
+            false => l.fetched.elapsed() < ttl.min(INCOMPLETE_REUSED_FOR),
+        };
+        if let Some(fresh) = listing.as_ref().filter(fresh) {
             return Ok(fresh.known.clone());
         }
         let all = client
             .guardrails()
-            .list_all()
+            .listing_all()
             .await
             .map_err(|e| Error::api("list guardrails", e))?;
-        let known: HashSet<String> = all
+        let names: HashSet<String> = all
+            .items
             .into_iter()
             .flat_map(|g| [g.id, g.slug])
             .filter(|name| !name.is_empty())
             .collect();
-        let known = Arc::new(known);
+        let known = Known {
+            names: Arc::new(names),
+            complete: all.complete,
+        };
         *listing = Some(Listing {
             known: known.clone(),
             fetched: Instant::now(),

@@ -1156,7 +1156,8 @@ async fn a_drift_pass_reads_a_paged_list_once() {
     );
 }
 
-/// The guardrail reference list reads every page (1,000 a page), with or without a `total`.
+/// The guardrail reference list reads every page (1,000 a page), with or without a `total`;
+/// without one it proves nothing whole.
 #[tokio::test]
 async fn every_guardrail_is_listed_across_pages() {
     let env = ClientEnv::start().await;
@@ -1166,9 +1167,12 @@ async fn every_guardrail_is_listed_across_pages() {
     env.seed(json!({ "guardrails": seeded })).await;
     let guardrails = env.client();
     let guardrails = guardrails.guardrails();
-    assert_eq!(guardrails.list_all().await.unwrap().len(), 1050);
+    let listing = guardrails.listing_all().await.unwrap();
+    assert_eq!((listing.items.len(), listing.complete), (1050, true));
     env.faults(json!({"list_without_total": true})).await;
-    assert_eq!(guardrails.list_all().await.unwrap().len(), 1050);
+    let listing = guardrails.listing_all().await.unwrap();
+    assert_eq!(listing.items.len(), 1050);
+    assert!(!listing.complete, "nothing counts the rows of two pages");
 }
 
 /// The drift check's config list is decoded as it arrives (never held whole): thousands of

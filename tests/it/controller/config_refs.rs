@@ -321,6 +321,38 @@ async fn an_unknown_guardrail_stalls_until_it_exists() {
     h.stop().await;
 }
 
+/// A guardrail list that does not prove itself whole (here every answer says more rows follow)
+/// is no proof that a reference names no guardrail: the Config says the list came back
+/// incomplete, writes nothing, and once the list is whole says which guardrail is missing.
+#[tokio::test]
+async fn a_guardrail_list_that_proves_nothing_says_so() {
+    let h = Harness::start_with("refs-unproven", DRIFT).await;
+    h.faults(json!({"list_has_more": true})).await;
+    let spec = json!({"name": "unproven", "config": {"output_guardrails": ["pg-unseen-1"]}});
+    support::create(&h.env.api(), &config("unproven", spec)).await;
+    let stalled = ("Stalled", "UnresolvedGuardrail");
+    let (_, message) = h
+        .env
+        .wait_condition::<Config>("unproven", WAIT, stalled)
+        .await;
+    assert!(
+        message.contains("came back incomplete and does not show pg-unseen-1"),
+        "{message}"
+    );
+    h.faults(json!({})).await;
+    let whole = support::wait_until(WAIT, || async {
+        let config = h.env.api::<Config>().get("unproven").await.ok()?;
+        let (_, _, message) = config.condition("GuardrailsResolved")?;
+        message
+            .contains("has no guardrail pg-unseen-1")
+            .then_some(())
+    })
+    .await;
+    assert!(whole.is_some(), "the whole list was not read again");
+    assert_eq!(writes(&h).await, 0, "{}", h.stats().await);
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn references_on_the_third_page_resolve() {
     let h = Harness::start_with("refs-pages", DRIFT).await;
