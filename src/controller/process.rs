@@ -10,7 +10,7 @@ use kube::api::Api;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::driver::{self, drift, status};
 use super::kinds::{config_rollout, connection};
@@ -338,10 +338,37 @@ where
         let (slots, store) = (slots.clone(), store.clone());
         Box::pin(async move {
             match in_turn(slots, &store, object).await {
-                Some((_slot, object)) => reconcile(object, ctx).await,
+                Some((_slot, object)) => {
+                    let reference = ObjectRef::from_obj(&*object).erase();
+                    contained(reference, reconcile(object, ctx)).await
+                }
                 None => Ok(Action::await_change()),
             }
         })
+    }
+}
+
+/// How long an object whose reconcile panicked waits before it is reconciled again.
+const AFTER_PANIC: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// `reconcile`, a panic in it kept to its one object. kube-runtime runs each reconcile in a task
+/// and resumes its panic in the controller's stream, which ends the controller of that kind for
+/// every namespace the process serves: one tenant's object that trips a bug would stop every
+/// other tenant's. Here the panic is logged with the object it was for (the runtime's panic
+/// hook has printed where it happened), and the object is reconciled again in
+/// [`AFTER_PANIC`]; the others go on.
+async fn contained<E>(
+    object: ObjectRef<kube::core::DynamicObject>,
+    reconcile: impl Future<Output = Result<Action, E>>,
+) -> Result<Action, E> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(reconcile).catch_unwind().await {
+        Ok(result) => result,
+        Err(_) => {
+            let again = humantime::format_duration(AFTER_PANIC);
+            error!(%object, "the reconcile panicked (a bug): this object is reconciled again in {again}; the others go on");
+            Ok(Action::requeue(AFTER_PANIC))
+        }
     }
 }
 
@@ -683,7 +710,14 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
         .reconcile_on(readers)
         .reconcile_all_on(ctx.leadership.acquired())
         .shutdown_on_signal()
-        .run(connection::reconcile, connection::error_policy, ctx)
+        .run(
+            |c, ctx| {
+                let reference = ObjectRef::from_obj(&*c).erase();
+                contained(reference, connection::reconcile(c, ctx))
+            },
+            connection::error_policy,
+            ctx,
+        )
         .for_each(|result| async move {
             if let Err(e) = result {
                 controller_error("Connection", &e);
@@ -939,6 +973,27 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::runtime::watcher::Event;
+
+    /// A reconcile that panics comes back as a requeue of its object, not as the panic that
+    /// would end the controller of every namespace; any other outcome passes as it came.
+    #[tokio::test]
+    async fn a_panicking_reconcile_is_kept_to_its_object() {
+        let object = || ObjectRef::<ConfigMap>::new("m").within("n").erase();
+        let panics = async {
+            let window: Option<u64> = std::hint::black_box(None);
+            Ok::<Action, ()>(Action::requeue(std::time::Duration::from_secs(
+                window.expect("a bug"),
+            )))
+        };
+        assert_eq!(
+            contained(object(), panics).await,
+            Ok(Action::requeue(AFTER_PANIC))
+        );
+        let fine = async { Ok::<Action, ()>(Action::await_change()) };
+        assert_eq!(contained(object(), fine).await, Ok(Action::await_change()));
+        let failed = async { Err::<Action, &str>("failed") };
+        assert_eq!(contained(object(), failed).await, Err("failed"));
+    }
 
     fn map(data: &str) -> ConfigMap {
         serde_json::from_value(serde_json::json!({

@@ -105,7 +105,7 @@ pub struct LocalConfigRef {
 }
 
 /// One step of a rollout.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStep {
     /// The percentage of the selected keys on the candidate during this step, 1 to 100.
@@ -114,12 +114,13 @@ pub struct RolloutStep {
     /// How long to wait, once the step's keys are on the candidate, before the analysis, as a
     /// duration such as `30s`, `10m` or `1h`.
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    #[x_kube(validation = Rule::new("duration(self) <= duration('8760h')").message("spec.steps[].pause must be at most 8760h (a year)"))]
     pub pause: String,
 }
 
 /// What a step must show to go on. At least one threshold is required.
 #[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Analysis {
     /// The workspace slug (not its UUID) the keys' requests are logged under: telemetry is
@@ -133,6 +134,7 @@ pub struct Analysis {
     /// The span of telemetry a step is judged on, ending at the analysis and never starting
     /// before the step's keys moved, e.g. `5m`. Defaults to the step's pause.
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    #[x_kube(validation = Rule::new("duration(self) <= duration('8760h')").message("spec.analysis.window must be at most 8760h (a year)"))]
     pub window: Option<String>,
     /// The fewest candidate requests a window must hold to be judged (4xx other than 429 not
     /// counted); fewer, and the analysis waits for more traffic (up to `maxWait`). With a
@@ -143,6 +145,7 @@ pub struct Analysis {
     /// answer; then the rollout rolls back, the decision saying which (with the API's message
     /// for a telemetry error). Absent: it waits as long as it takes.
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    #[x_kube(validation = Rule::new("duration(self) <= duration('8760h')").message("spec.analysis.maxWait must be at most 8760h (a year)"))]
     pub max_wait: Option<String>,
     /// The highest error rate of the candidate cohort, from 0 to 1 (e.g. `0.05`): requests
     /// answered 5xx or 429, of those answered anything but another 4xx (a caller's own
@@ -404,8 +407,17 @@ impl ConfigRolloutSpec {
 }
 
 fn parse(field: &str, text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| format!("{field} {text:?} is not a duration: {e}"))
+    let duration = humantime::parse_duration(text)
+        .map_err(|e| format!("{field} {text:?} is not a duration: {e}"))?;
+    match duration <= LONGEST {
+        true => Ok(duration),
+        false => Err(format!("{field} must be at most 8760h (a year)")),
+    }
 }
+
+/// The longest pause, window or wait a rollout takes, as the CRD's rules say: a year. A longer
+/// one (written before the rule, or sent around it) is refused as the spec, never computed with.
+const LONGEST: Duration = Duration::from_secs(8760 * 3600);
 
 /// The same rules as the CRD's: weights 1 to 100, strictly growing, the last 100.
 pub fn check_weights(steps: &[RolloutStep]) -> Result<(), String> {
@@ -451,5 +463,18 @@ mod tests {
         assert!(check_weights(&steps(&[10, 50])).is_err());
         assert!(check_weights(&steps(&[0, 100])).is_err());
         assert!(check_weights(&[]).is_err());
+    }
+
+    /// A pause, window or wait past a year is the spec's error, never a time computed with (a
+    /// window of 10^9 hours reached before the earliest time there is).
+    #[test]
+    fn durations_past_a_year_are_refused() {
+        assert_eq!(parse("spec.analysis.window", "8760h"), Ok(LONGEST));
+        assert_eq!(
+            parse("spec.analysis.window", "1000000000h"),
+            Err("spec.analysis.window must be at most 8760h (a year)".into())
+        );
+        assert!(parse("spec.steps[0].pause", "8760h1s").is_err());
+        assert!(parse("spec.analysis.maxWait", "soon").is_err());
     }
 }

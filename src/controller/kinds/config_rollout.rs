@@ -505,8 +505,9 @@ impl Run<'_> {
         let spec = &self.rollout.spec;
         let window = spec.window(step).map_err(Error::InvalidSpec)?;
         let to = Timestamp::now();
-        let from =
-            (to - SignedDuration::try_from(window).unwrap_or(SignedDuration::ZERO)).max(started);
+        let span = SignedDuration::try_from(window).unwrap_or(SignedDuration::ZERO);
+        // Checked: a window reaching before the earliest time there is starts at the step.
+        let from = to.checked_sub(span).unwrap_or(started).max(started);
         let (candidate_ids, stable_ids) = cohort_ids(keys, &spec.candidate_config_ref.name);
         let read = match self.figures(&candidate_ids, from, to).await {
             Ok(candidate) => self

@@ -439,6 +439,29 @@ async fn a_rollout_is_refused_what_it_cannot_do() {
     let object: ConfigRollout = support::objects::object("ConfigRollout", "all", unfinished);
     let error = api.create(&Default::default(), &object).await.unwrap_err();
     assert!(error.to_string().contains("must not be empty"), "{error}");
+    // A window reaching before the earliest time there is panicked the controller of every
+    // namespace's rollouts.
+    for (field, path) in [
+        ("window", "analysis.window"),
+        ("maxWait", "analysis.maxWait"),
+    ] {
+        let mut endless = rollout_spec(steps(&[(100, "1s")]));
+        endless["analysis"][field] = json!("1000000000h");
+        let object: ConfigRollout = support::objects::object("ConfigRollout", "endless", endless);
+        let error = api.create(&Default::default(), &object).await.unwrap_err();
+        let expected = format!("spec.{path} must be at most 8760h (a year)");
+        assert!(error.to_string().contains(&expected), "{error}");
+    }
+    let object: ConfigRollout = support::objects::object(
+        "ConfigRollout",
+        "endless",
+        rollout_spec(steps(&[(100, "9000h")])),
+    );
+    let error = api.create(&Default::default(), &object).await.unwrap_err();
+    assert!(
+        error.to_string().contains("pause must be at most 8760h"),
+        "{error}"
+    );
 
     let mut elsewhere = rollout_spec(steps(&[(100, "1s")]));
     elsewhere["candidateConfigRef"] = json!({"name": "candidate", "namespace": "kube-system"});
