@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 use aigw::api::{Client, Integration, IntegrationsListQuery, ProvidersListQuery};
 
-use super::api::{BodyArg, IdBody, done, print, print_rows};
+use super::api::{BodyArg, IdBody, done, print, print_receipt, print_rows};
 
 #[derive(Subcommand)]
 pub(super) enum IntegrationsCommand {
@@ -102,7 +102,7 @@ pub(super) async fn integrations(client: &Client, cmd: IntegrationsCommand) -> a
             )
         }
         IntegrationsCommand::Get { id } => print(&api.get(&id).await?.with_configurations_hidden()),
-        IntegrationsCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        IntegrationsCommand::Create(body) => print_receipt(&api.create(&body.read()?).await?),
         IntegrationsCommand::Update(IdBody { id, body }) => {
             done(api.update(&id, &body.read()?)).await
         }

@@ -10,7 +10,7 @@ use aigw::api::{
     SecretReference, SecretReferencesListQuery, SyncMcpServerMappingsRequest,
 };
 
-use super::api::{BodyArg, IdBody, done, print, print_rows};
+use super::api::{BodyArg, IdBody, done, print, print_receipt, print_rows};
 
 #[derive(Subcommand)]
 pub(super) enum SecretReferencesCommand {
@@ -152,7 +152,7 @@ pub(super) async fn secret_references(
         SecretReferencesCommand::Get { id } => {
             print(&api.get(&id).await?.with_auth_config_hidden())
         }
-        SecretReferencesCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        SecretReferencesCommand::Create(body) => print_receipt(&api.create(&body.read()?).await?),
         SecretReferencesCommand::Update(IdBody { id, body }) => {
             done(api.update(&id, &body.read()?)).await
         }
@@ -173,7 +173,7 @@ pub(super) async fn mcp_integrations(
         McpIntegrationsCommand::Get { id } => {
             print(&api.get(&id).await?.with_configurations_hidden())
         }
-        McpIntegrationsCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        McpIntegrationsCommand::Create(body) => print_receipt(&api.create(&body.read()?).await?),
         McpIntegrationsCommand::Update(IdBody { id, body }) => {
             done(api.update(&id, &body.read()?)).await
         }

@@ -70,6 +70,11 @@ pub struct Faults {
     /// answer that contradicts itself.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub list_has_more: bool,
+    /// The answer to a successful POST carries the fields of its request body beside its own
+    /// (its own win), as an API that answers with the object it stored, write-only fields and
+    /// all.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub echo_writes: bool,
     /// Objects created through the API less than this many ms ago are missing from every list.
     pub list_lag_ms: Option<u64>,
     /// Reads come back as a real server writes them: keys in another order, `1.0` as `1`,

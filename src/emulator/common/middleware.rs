@@ -157,6 +157,9 @@ pub async fn inject_faults(
     if dropped_once || roll(faults.drop_after_commit_rate) {
         return drop_after_commit(request, next).await;
     }
+    if faults.echo_writes && request.method() == Method::POST {
+        return echoed(request, next).await;
+    }
     let response = next.run(request).await;
     let churn = later_page && faults.list_churn;
     let untold = !is_write && faults.list_without_total;
@@ -210,6 +213,37 @@ async fn reshape_list(
     reshape(&mut list);
     parts.headers.remove(header::CONTENT_LENGTH);
     let body = serde_json::to_vec(&list).unwrap_or_default();
+    Response::from_parts(parts, Body::from(body))
+}
+
+/// `echo_writes`: the answer as it came, with the request body's fields it lacks added.
+async fn echoed(request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let Ok(sent) = axum::body::to_bytes(body, usize::MAX).await else {
+        let message = "the request's body failed";
+        let status = StatusCode::BAD_REQUEST;
+        return EmulatorError::Injected { status, message }.into_response();
+    };
+    let fields: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&sent).unwrap_or_default();
+    let response = next.run(Request::from_parts(parts, Body::from(sent))).await;
+    if !response.status().is_success() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        let message = "the answer's body failed";
+        let status = StatusCode::BAD_GATEWAY;
+        return EmulatorError::Injected { status, message }.into_response();
+    };
+    let Ok(serde_json::Value::Object(mut answer)) = serde_json::from_slice(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    for (field, value) in fields {
+        answer.entry(field).or_insert(value);
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let body = serde_json::to_vec(&answer).unwrap_or_default();
     Response::from_parts(parts, Body::from(body))
 }
 

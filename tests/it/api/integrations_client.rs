@@ -48,6 +48,19 @@ fn grant_workspace() -> UpdateWorkspacesRequest {
 }
 
 /// `GET /_emulator/{what}` (`state`, `stats`) of `emulator`.
+/// Has `emulator` answer every POST with the fields of its body beside its own (fault
+/// `echo_writes`): a receipt that echoes what was sent, Secret material and all.
+pub(super) async fn echoing(emulator: &Running) {
+    let url = format!("{}/_emulator/faults", emulator.management_url());
+    let answer = reqwest::Client::new()
+        .put(url)
+        .json(&json!({"echo_writes": true}))
+        .send()
+        .await
+        .expect("faults set");
+    assert!(answer.status().is_success(), "{answer:?}");
+}
+
 pub(super) async fn control_json(emulator: &Running, what: &str) -> Value {
     reqwest::get(format!("{}/_emulator/{what}", emulator.management_url()))
         .await
@@ -208,13 +221,15 @@ pub(super) async fn cli_stdout(emulator: &Running, args: Vec<String>) -> String 
 #[tokio::test]
 async fn the_cli_never_prints_a_key_or_a_credential() {
     let emulator = emulator().await;
+    echoing(&emulator).await;
     let body = tempfile::NamedTempFile::new().expect("body file");
     let file = body.path().display().to_string();
     let run = |args: &[&str]| cli_stdout(&emulator, args.iter().map(|s| s.to_string()).collect());
     let create = serde_json::to_value(create_request()).unwrap();
     std::fs::write(body.path(), create.to_string()).unwrap();
-    let created: Value =
-        serde_json::from_str(&run(&["integrations", "create", "-f", &file]).await).unwrap();
+    // The receipt echoes the body (fault `echo_writes`): it is printed with the key hidden.
+    let receipt = run(&["integrations", "create", "-f", &file]).await;
+    let created: Value = serde_json::from_str(&receipt).unwrap();
     let id = created["id"].as_str().expect("an id").to_string();
     std::fs::write(
         body.path(),
@@ -231,7 +246,7 @@ async fn the_cli_never_prints_a_key_or_a_credential() {
     .unwrap();
     run(&["providers", "create", "-f", &file]).await;
 
-    let mut printed = String::new();
+    let mut printed = receipt;
     for args in [
         vec!["integrations", "get", "openai-prod"],
         vec!["integrations", "list"],

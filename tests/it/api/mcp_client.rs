@@ -17,7 +17,7 @@ use aigw::api::{
 use aigw::emulator::Running;
 use serde_json::{Value, json};
 
-use super::integrations_client::{TOKEN, aigw_api, client, control_json, emulator};
+use super::integrations_client::{TOKEN, aigw_api, client, control_json, echoing, emulator};
 use crate::support::SendJson;
 
 const AWS_SECRET: &str = "aws-ref-secret-Mn4Bv7Cx1Z";
@@ -338,6 +338,7 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
 #[tokio::test]
 async fn the_cli_never_prints_auth_config_or_mcp_configurations() {
     let emulator = emulator().await;
+    echoing(&emulator).await;
     let body = tempfile::NamedTempFile::new().expect("body file");
     let file = body.path().display().to_string();
     let run = |args: &[&str]| {
@@ -354,7 +355,8 @@ async fn the_cli_never_prints_auth_config_or_mcp_configurations() {
                     "{args:?} printed a secret: {stdout}{stderr}"
                 );
             }
-            serde_json::from_str::<Value>(&stdout).expect("json on stdout")
+            serde_json::from_str::<Value>(&stdout)
+                .unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
         }
     };
     std::fs::write(
