@@ -113,14 +113,17 @@ fn describe(body: Option<&ApiErrorBody>, raw: &str) -> String {
         (Some(c), None) => format!(" ({c})"),
         (None, Some(m)) => format!(": {m}"),
         (None, None) if raw.trim().is_empty() => String::new(),
-        (None, None) => format!(": {}", truncate(raw.trim(), 200)),
+        (None, None) => format!(": {}", shortened(raw.trim(), 200)),
     }
 }
 
-fn truncate(s: &str, max: usize) -> &str {
+/// `s` cut to `max` characters, the cut marked with an ellipsis: a secret value cut in two there
+/// is then read as an elided part of it by the concealment (`elided_part`), not passed over as
+/// an unknown word.
+fn shortened(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
-        Some((i, _)) => &s[..i],
-        None => s,
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
     }
 }
 
@@ -275,6 +278,22 @@ impl From<HttpError> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A text answer cut at 200 characters through a secret it echoes: the part left before
+    /// the cut is concealed too, not passed as an unknown word.
+    #[test]
+    fn a_secret_cut_by_the_shortening_is_concealed() {
+        let secret = "Ab3dE5gH7jK9mN1pQ3rS5tU7vW9xY1zAq";
+        let raw = format!("<html>{} {secret} rejected</html>", "x".repeat(184));
+        let error = http(400, &raw, false).to_string();
+        let cut = &secret[..9];
+        assert!(
+            error.contains(cut),
+            "the cut falls inside the secret: {error}"
+        );
+        let shown = crate::api::concealment::conceal(&error, &[secret.to_string()]);
+        assert!(!shown.contains(cut), "{shown}");
+    }
 
     fn http(status: u16, raw: &str, opa: bool) -> ApiError {
         HttpError {

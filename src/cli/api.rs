@@ -418,6 +418,11 @@ pub(crate) fn connect(args: &ConnectionArgs) -> anyhow::Result<Client> {
         .clone()
         .unwrap_or_else(|| format!("{}/v1", management_url.trim_end_matches('/')));
     let token = Arc::new(StaticToken::from_file(token_file)?);
+    // An API's error may quote the credentials it was sent: `main` conceals them too.
+    if let Ok(text) = std::fs::read_to_string(token_file) {
+        confided([text.trim().to_string()]);
+    }
+    confided(args.headers.iter().map(|(_, value)| value.clone()));
     let mut config = ClientConfig::new(management_url, gateway_url, token).timeout(args.timeout);
     for (name, value) in &args.headers {
         config = config.header(name.clone(), SecretString::new(value.clone()));
@@ -567,23 +572,30 @@ pub(super) fn read_body<T: DeserializeOwned>(file: &Path) -> anyhow::Result<T> {
         .with_context(|| format!("invalid request body in {}", file.display()))?;
     let mut secrets = Vec::new();
     sensitive_values(&body, false, &mut secrets);
-    if let Ok(mut known) = BODY_SECRETS.lock() {
-        known.extend(secrets);
-    }
+    confided(secrets);
     // serde quotes the value it refuses, which may be one of those.
     serde_json::from_value(body)
         .with_context(|| format!("invalid request body in {}", file.display()))
 }
 
-/// The values of the request bodies' sensitive fields: an API's error may echo the body it was
-/// sent (a validator quoting what it refused), and `main` conceals them in the error it prints.
+/// The values of the request bodies' sensitive fields, the token and the `--header` values: an
+/// API's error may echo what it was sent (a validator quoting what it refused, a 401 quoting the
+/// token), and `main` conceals them in the error it prints.
 static BODY_SECRETS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Adds `values` to those `main` conceals in an error ([`body_secrets`]).
+fn confided(values: impl IntoIterator<Item = String>) {
+    if let Ok(mut known) = BODY_SECRETS.lock() {
+        known.extend(values.into_iter().filter(|value| !value.is_empty()));
+    }
+}
 
 /// Fields whose whole value is sensitive, beside any secret-looking one: an integration's
 /// `key`, a secret reference's `auth_config`, an (MCP) integration's `configurations`.
 const SENSITIVE_BODY_FIELDS: &[&str] = &["key", "auth_config", "configurations"];
 
-/// What [`read_body`] read of sensitive fields, to conceal in an error.
+/// What [`read_body`] read of sensitive fields, the token and the header values, to conceal in
+/// an error.
 pub fn body_secrets() -> Vec<String> {
     BODY_SECRETS.lock().map(|v| v.clone()).unwrap_or_default()
 }

@@ -449,3 +449,55 @@ async fn providers_are_planned_and_exported_without_their_credentials() {
     let everywhere = export::export(&client, &Default::default()).await.unwrap();
     crate::support::assert_any(&everywhere.skipped, |s| s.contains("--workspace-id"));
 }
+
+/// An API whose 401 quotes the token and a `--header` value it was sent: `aigw api` prints the
+/// error with both concealed (it concealed only the request body's fields).
+#[tokio::test]
+async fn the_cli_conceals_the_token_and_headers_an_error_quotes() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const TOKEN_SENT: &str = "tok-Zr8Qm2Wx6Lp4Nb7Vc1";
+    const TENANT: &str = "tsg-Hd5Kj9Fs3Ga7Yt2Ue8";
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut request = vec![0u8; 8192];
+            let read = stream.read(&mut request).await.unwrap_or(0);
+            let request = String::from_utf8_lossy(&request[..read]).to_string();
+            // The value of header `name` (matched ignoring case), as it was sent.
+            let header = |name: &str| {
+                request
+                    .lines()
+                    .find(|l| l.to_lowercase().starts_with(name))
+                    .map(|l| l[name.len()..].trim().to_string())
+                    .unwrap_or_default()
+            };
+            let message = format!(
+                "token {} of tenant {} has expired",
+                header("authorization: bearer "),
+                header("x-tsg-id: ")
+            );
+            let body = json!({"message": message}).to_string();
+            let answer = format!(
+                "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes()).await;
+        }
+    });
+    let args = ["configs", "list", "--header", &format!("x-tsg-id={TENANT}")];
+    let output = crate::support::cli::against("api", &url, TOKEN_SENT, &args).await;
+    server.abort();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("has expired"),
+        "the API's message is kept: {stderr}"
+    );
+    for secret in [TOKEN_SENT, TENANT] {
+        assert!(
+            !stderr.to_lowercase().contains(&secret.to_lowercase()),
+            "{stderr}"
+        );
+    }
+}
