@@ -422,7 +422,14 @@ pub(crate) fn connect(args: &ConnectionArgs) -> anyhow::Result<Client> {
     if let Ok(text) = std::fs::read_to_string(token_file) {
         confided([text.trim().to_string()]);
     }
-    confided(args.headers.iter().map(|(_, value)| value.clone()));
+    // Not the values of headers that describe the request (`Content-Type=application/json`):
+    // concealing them would withhold every message that names the media type.
+    let describing = ["content-type", "accept", "user-agent"];
+    let confidential = args
+        .headers
+        .iter()
+        .filter(|(name, _)| !describing.contains(&name.to_ascii_lowercase().as_str()));
+    confided(confidential.map(|(_, value)| value.clone()));
     let mut config = ClientConfig::new(management_url, gateway_url, token).timeout(args.timeout);
     for (name, value) in &args.headers {
         config = config.header(name.clone(), SecretString::new(value.clone()));

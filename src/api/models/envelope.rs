@@ -158,6 +158,8 @@ impl<T> Default for MorePage<T> {
 pub struct StreamedPage<T> {
     pub data: Vec<T>,
     pub total: Option<u64>,
+    /// The answer says more rows follow.
+    pub has_more: bool,
 }
 
 impl<T> From<StreamedPage<T>> for Listing<T> {
@@ -165,7 +167,7 @@ impl<T> From<StreamedPage<T>> for Listing<T> {
         Listing::from_page(ListPage {
             data: page.data,
             total: page.total,
-            has_more: false,
+            has_more: page.has_more,
         })
     }
 }
@@ -190,18 +192,24 @@ impl<'de, T: DeserializeOwned> serde::de::Visitor<'de> for PageVisitor<T> {
         while let Some(row) = seq.next_element()? {
             data.push(row);
         }
-        Ok(StreamedPage { data, total: None })
+        Ok(StreamedPage {
+            data,
+            total: None,
+            has_more: false,
+        })
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         use serde::de::Error;
         let mut page: Option<StreamedPage<T>> = None;
         let mut total = None;
+        let mut has_more = false;
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 // `data` is the rows, or a list envelope inside a success envelope.
                 "data" => page = Some(map.next_value::<StreamedPage<T>>()?),
                 "total" => total = map.next_value::<Option<u64>>()?,
+                "has_more" => has_more = map.next_value::<Option<bool>>()? == Some(true),
                 "success" => {
                     if !map.next_value::<bool>()? {
                         return Err(A::Error::custom("the answer says success: false"));
@@ -215,8 +223,10 @@ impl<'de, T: DeserializeOwned> serde::de::Visitor<'de> for PageVisitor<T> {
         let mut page = page.unwrap_or(StreamedPage {
             data: Vec::new(),
             total: None,
+            has_more: false,
         });
         page.total = page.total.or(total);
+        page.has_more |= has_more;
         Ok(page)
     }
 }
@@ -245,7 +255,11 @@ mod tests {
     #[test]
     fn streamed_pages_take_every_list_shape() {
         let parse = |text: &str| serde_json::from_str::<StreamedPage<u32>>(text).unwrap();
-        let page = |data: Vec<u32>, total| StreamedPage { data, total };
+        let page = |data: Vec<u32>, total| StreamedPage {
+            data,
+            total,
+            has_more: false,
+        };
         assert_eq!(parse("[1, 2]"), page(vec![1, 2], None));
         assert_eq!(
             parse(r#"{"object": "list", "total": 7, "data": [1]}"#),
@@ -261,6 +275,12 @@ mod tests {
         );
         assert!(serde_json::from_str::<StreamedPage<u32>>(r#"{"success": false}"#).is_err());
         assert!(serde_json::from_str::<StreamedPage<u32>>(r#""text""#).is_err());
+        let more = parse(r#"{"total": 1, "data": [1], "has_more": true}"#);
+        assert!(more.has_more);
+        assert!(
+            !Listing::from(more).complete,
+            "an answer saying more rows follow is not whole"
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::controller::driver::create::Created;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::ready_named;
 use crate::controller::driver::verbs::{
-    Comparison, Naming, STILL_REFERENCED, Verbs, refused_in_use, still_referenced,
+    Comparison, Naming, STILL_REFERENCED, Verbs, refused_in_use, removed_once, still_referenced,
 };
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -160,7 +160,8 @@ impl Verbs for McpIntegration {
         if !servers.complete {
             let why = format!(
                 "MCP integration {key} waits for a whole list of MCP servers, to prove that \
-                 none instantiates it (the list came back incomplete; it is read again)"
+                 none instantiates it (the list came back incomplete; it is read again); {}",
+                removed_once::<Self>(NO_SERVER)
             );
             return Err(Error::not_allowed(STILL_REFERENCED, why).into());
         }
