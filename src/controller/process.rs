@@ -340,7 +340,8 @@ where
             match in_turn(slots, &store, object).await {
                 Some((_slot, object)) => {
                     let reference = ObjectRef::from_obj(&*object).erase();
-                    contained(reference, reconcile(object, ctx)).await
+                    let metrics = ctx.metrics.clone();
+                    contained(reference, &metrics, reconcile(object, ctx)).await
                 }
                 None => Ok(Action::await_change()),
             }
@@ -356,15 +357,17 @@ const AFTER_PANIC: std::time::Duration = std::time::Duration::from_secs(300);
 /// every namespace the process serves: one tenant's object that trips a bug would stop every
 /// other tenant's. Here the panic is logged with the object it was for (the runtime's panic
 /// hook has printed where it happened), and the object is reconciled again in
-/// [`AFTER_PANIC`]; the others go on.
+/// [`AFTER_PANIC`] and counted (`aigw_reconciles_total{result="panic"}`); the others go on.
 async fn contained<E>(
     object: ObjectRef<kube::core::DynamicObject>,
+    metrics: &super::runtime::metrics::Metrics,
     reconcile: impl Future<Output = Result<Action, E>>,
 ) -> Result<Action, E> {
     use futures::FutureExt;
     match std::panic::AssertUnwindSafe(reconcile).catch_unwind().await {
         Ok(result) => result,
         Err(_) => {
+            metrics.reconcile_panicked(&object.dyntype.kind);
             let again = humantime::format_duration(AFTER_PANIC);
             error!(%object, "the reconcile panicked (a bug): this object is reconciled again in {again}; the others go on");
             Ok(Action::requeue(AFTER_PANIC))
@@ -713,7 +716,8 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
         .run(
             |c, ctx| {
                 let reference = ObjectRef::from_obj(&*c).erase();
-                contained(reference, connection::reconcile(c, ctx))
+                let metrics = ctx.metrics.clone();
+                async move { contained(reference, &metrics, connection::reconcile(c, ctx)).await }
             },
             connection::error_policy,
             ctx,
@@ -985,14 +989,18 @@ mod tests {
                 window.expect("a bug"),
             )))
         };
+        let metrics = crate::controller::Metrics::default();
         assert_eq!(
-            contained(object(), panics).await,
+            contained(object(), &metrics, panics).await,
             Ok(Action::requeue(AFTER_PANIC))
         );
+        let counted = r#"aigw_reconciles_total{kind="ConfigMap",result="panic"} 1"#;
+        assert!(metrics.encode().contains(counted), "{}", metrics.encode());
         let fine = async { Ok::<Action, ()>(Action::await_change()) };
-        assert_eq!(contained(object(), fine).await, Ok(Action::await_change()));
+        let passed = contained(object(), &metrics, fine).await;
+        assert_eq!(passed, Ok(Action::await_change()));
         let failed = async { Err::<Action, &str>("failed") };
-        assert_eq!(contained(object(), failed).await, Err("failed"));
+        assert_eq!(contained(object(), &metrics, failed).await, Err("failed"));
     }
 
     fn map(data: &str) -> ConfigMap {

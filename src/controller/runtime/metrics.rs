@@ -350,6 +350,16 @@ impl Metrics {
             .inc();
     }
 
+    /// A reconcile of `kind` panicked (a bug), kept to its object: `result="panic"`.
+    pub fn reconcile_panicked(&self, kind: &str) {
+        self.reconciles
+            .get_or_create(&KindResult {
+                kind: kind.into(),
+                result: "panic".into(),
+            })
+            .inc();
+    }
+
     pub fn observe_reconcile(&self, kind: &str, ok: bool, elapsed: Duration) {
         let result = if ok { "ok" } else { "error" };
         self.reconciles
