@@ -205,6 +205,22 @@ pub fn masked_with(document: &Value, mask: &str, keep: &dyn Fn(&Value) -> bool) 
     copy
 }
 
+/// `document` with every value `picked` chooses (given the value and the key it stands under,
+/// `None` in an array) replaced by `mask`; a chosen value is not looked into.
+pub fn masked_where(
+    document: &Value,
+    mask: &str,
+    picked: &dyn Fn(Option<&str>, &Value) -> bool,
+) -> Value {
+    let mut copy = document.clone();
+    for pointer in pointers_where(document, picked) {
+        if let Some(slot) = copy.pointer_mut(&pointer) {
+            *slot = Value::String(mask.to_string());
+        }
+    }
+    copy
+}
+
 /// What stands for the userinfo of a URL (`https://user:pass@host`) in what aigw prints.
 pub const HIDDEN_USERINFO: &str = "(hidden)";
 

@@ -702,23 +702,14 @@ pub(super) fn print<T: Serialize>(value: &T) -> anyhow::Result<()> {
 /// `configurations`): an API that echoes it in its receipt (kept whole, in `extra`) would put it
 /// on stdout, as a `get` of the object never does. Every such field of the answer is hidden.
 pub(super) fn print_receipt<T: Serialize>(receipt: &T) -> anyhow::Result<()> {
-    fn hide(value: &mut serde_json::Value) {
-        match value {
-            serde_json::Value::Object(map) => {
-                for (field, value) in map.iter_mut() {
-                    match SENSITIVE_BODY_FIELDS.contains(&field.as_str()) && !value.is_null() {
-                        true => *value = aigw::api::HIDDEN_CONFIGURATION.into(),
-                        false => hide(value),
-                    }
-                }
-            }
-            serde_json::Value::Array(items) => items.iter_mut().for_each(hide),
-            _ => {}
-        }
-    }
-    let mut answer = serde_json::to_value(receipt)?;
-    hide(&mut answer);
-    print(&answer)
+    let sensitive = |key: Option<&str>, value: &serde_json::Value| {
+        key.is_some_and(|key| SENSITIVE_BODY_FIELDS.contains(&key)) && !value.is_null()
+    };
+    let answer = serde_json::to_value(receipt)?;
+    let hidden = aigw::api::HIDDEN_CONFIGURATION;
+    print(&aigw::api::secret_fields::masked_where(
+        &answer, hidden, &sensitive,
+    ))
 }
 
 /// Prints `rows`, each first passed through `shown`, which hides what must not reach stdout.

@@ -50,12 +50,11 @@ impl ApiKeys<'_> {
         reading: Reading,
     ) -> Result<Listing<ApiKey>, ApiError> {
         let collection = self.routes().collection;
-        let pairs = query.to_pairs();
         super::paged(
             self.client,
             collection,
             &[],
-            pairs,
+            query.to_pairs(),
             |k: &ApiKey| k.id.as_str(),
             reading,
         )

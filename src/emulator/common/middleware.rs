@@ -196,23 +196,38 @@ async fn reshape_list(
     response: Response,
     reshape: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>),
 ) -> Response {
+    reshape_object(response, |list| {
+        let is_list = list.get("data").is_some_and(serde_json::Value::is_array);
+        if is_list {
+            reshape(list);
+        }
+        is_list
+    })
+    .await
+}
+
+/// An answer that is a JSON object as `reshape` leaves it, when it says it changed it; any
+/// other answer byte for byte as it came (the key order the `normalise` fault sets kept).
+async fn reshape_object(
+    response: Response,
+    reshape: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>) -> bool,
+) -> Response {
     let (mut parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         let message = "the answer's body failed";
         let status = StatusCode::BAD_GATEWAY;
         return EmulatorError::Injected { status, message }.into_response();
     };
-    let mut list: serde_json::Map<String, serde_json::Value> = match serde_json::from_slice(&bytes)
-    {
-        Ok(list) => list,
-        Err(_) => return Response::from_parts(parts, Body::from(bytes)),
-    };
-    if !list.get("data").is_some_and(serde_json::Value::is_array) {
+    let mut object: serde_json::Map<String, serde_json::Value> =
+        match serde_json::from_slice(&bytes) {
+            Ok(object) => object,
+            Err(_) => return Response::from_parts(parts, Body::from(bytes)),
+        };
+    if !reshape(&mut object) {
         return Response::from_parts(parts, Body::from(bytes));
     }
-    reshape(&mut list);
     parts.headers.remove(header::CONTENT_LENGTH);
-    let body = serde_json::to_vec(&list).unwrap_or_default();
+    let body = serde_json::to_vec(&object).unwrap_or_default();
     Response::from_parts(parts, Body::from(body))
 }
 
@@ -230,21 +245,13 @@ async fn echoed(request: Request, next: Next) -> Response {
     if !response.status().is_success() {
         return response;
     }
-    let (mut parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        let message = "the answer's body failed";
-        let status = StatusCode::BAD_GATEWAY;
-        return EmulatorError::Injected { status, message }.into_response();
-    };
-    let Ok(serde_json::Value::Object(mut answer)) = serde_json::from_slice(&bytes) else {
-        return Response::from_parts(parts, Body::from(bytes));
-    };
-    for (field, value) in fields {
-        answer.entry(field).or_insert(value);
-    }
-    parts.headers.remove(header::CONTENT_LENGTH);
-    let body = serde_json::to_vec(&answer).unwrap_or_default();
-    Response::from_parts(parts, Body::from(body))
+    reshape_object(response, |answer| {
+        for (field, value) in fields {
+            answer.entry(field).or_insert(value);
+        }
+        true
+    })
+    .await
 }
 
 /// A request for a later page of a paged list: `current_page` 1 or more.
