@@ -303,6 +303,12 @@ impl Client {
         super::handles::GuardrailMcpServers::on(self, plane)
     }
 
+    /// The tokens this client has sent ([`TokenSource::handed_out`]): an API's error may quote
+    /// one, so whoever prints messages conceals them.
+    pub fn tokens_sent(&self) -> Vec<super::secret::SecretString> {
+        self.inner.token.handed_out()
+    }
+
     pub fn management_url(&self) -> &str {
         &self.inner.management_url
     }

@@ -23,6 +23,8 @@ pub struct OAuth2ClientCredentials {
     scope: Option<String>,
     http: reqwest::Client,
     cached: Mutex<Option<Cached>>,
+    /// The last tokens fetched, the latest last ([`TokenSource::handed_out`]).
+    minted: Mutex<std::collections::VecDeque<SecretString>>,
     /// One fetch at a time: concurrent callers wait for it instead of fetching too.
     fetching: tokio::sync::Mutex<()>,
 }
@@ -67,6 +69,7 @@ impl OAuth2ClientCredentials {
             scope,
             http,
             cached: Mutex::new(None),
+            minted: Mutex::default(),
             fetching: tokio::sync::Mutex::new(()),
         })
     }
@@ -136,6 +139,7 @@ impl OAuth2ClientCredentials {
                 "the token endpoint returned an empty access_token".into(),
             ));
         }
+        super::token::keep(&self.minted, body.access_token.clone());
         let lifetime = Duration::from_secs(body.expires_in.unwrap_or(900));
         *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = Some(Cached {
             token: body.access_token.clone(),
@@ -163,6 +167,11 @@ impl TokenSource for OAuth2ClientCredentials {
 
     fn invalidate(&self) {
         *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    fn handed_out(&self) -> Vec<SecretString> {
+        let minted = self.minted.lock().unwrap_or_else(|e| e.into_inner());
+        minted.iter().cloned().collect()
     }
 }
 
@@ -206,10 +215,12 @@ mod tests {
             "refreshed after three quarters of its lifetime"
         );
         source.invalidate();
-        assert_ne!(
-            source.token().await.unwrap(),
-            second,
-            "fetched again after invalidate"
+        let third = source.token().await.unwrap();
+        assert_ne!(third, second, "fetched again after invalidate");
+        assert_eq!(
+            source.handed_out(),
+            vec![first, second, third],
+            "every token fetched is known to whoever conceals, the invalidated ones too"
         );
         assert!(!format!("{source:?}").contains("s3cret-value"));
     }

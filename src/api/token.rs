@@ -18,6 +18,11 @@ pub trait TokenSource: Send + Sync + Debug {
     fn token(&self) -> TokenFuture<'_>;
 
     fn invalidate(&self) {}
+
+    /// The tokens this source has handed out (the last few: a token replaced after a 401 or a
+    /// file change may still be quoted by an answer to a request that carried it), the latest
+    /// last. An API's error may quote one, so whoever prints messages conceals them.
+    fn handed_out(&self) -> Vec<SecretString>;
 }
 
 /// A fixed token, given directly or read once from a file (a mounted Secret).
@@ -52,6 +57,10 @@ impl TokenSource for StaticToken {
         let token = self.0.clone();
         Box::pin(async move { Ok(token) })
     }
+
+    fn handed_out(&self) -> Vec<SecretString> {
+        vec![self.0.clone()]
+    }
 }
 
 /// A token kept in a file that may change in place (a mounted Secret, updated by the kubelet
@@ -62,6 +71,24 @@ impl TokenSource for StaticToken {
 pub struct FileToken {
     path: PathBuf,
     current: std::sync::Mutex<(SecretString, Option<(std::time::SystemTime, u64)>)>,
+    /// The tokens the file held before the current one, the latest last (at most
+    /// [`HANDED_OUT_KEPT`]).
+    earlier: std::sync::Mutex<std::collections::VecDeque<SecretString>>,
+}
+
+/// How many tokens a source that replaces its token remembers having handed out.
+pub(super) const HANDED_OUT_KEPT: usize = 16;
+
+/// `token` added to `kept`, the latest last, at most [`HANDED_OUT_KEPT`] kept.
+pub(super) fn keep(
+    kept: &std::sync::Mutex<std::collections::VecDeque<SecretString>>,
+    token: SecretString,
+) {
+    let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+    if kept.len() == HANDED_OUT_KEPT {
+        kept.pop_front();
+    }
+    kept.push_back(token);
 }
 
 impl FileToken {
@@ -71,6 +98,7 @@ impl FileToken {
         let token = StaticToken::from_file(&path)?.0;
         Ok(Self {
             current: std::sync::Mutex::new((token, stamp(&path))),
+            earlier: std::sync::Mutex::default(),
             path,
         })
     }
@@ -82,7 +110,8 @@ impl FileToken {
             match StaticToken::from_file(&self.path) {
                 Ok(token) => {
                     tracing::info!(path = %self.path.display(), "token file changed; using the new token");
-                    *current = (token.0, now);
+                    let (replaced, _) = std::mem::replace(&mut *current, (token.0, now));
+                    keep(&self.earlier, replaced);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "token file changed but cannot be used; keeping the last token")
@@ -102,6 +131,16 @@ fn stamp(path: &Path) -> Option<(std::time::SystemTime, u64)> {
 impl TokenSource for FileToken {
     fn token(&self) -> TokenFuture<'_> {
         Box::pin(async move { Ok(self.refresh()) })
+    }
+
+    fn handed_out(&self) -> Vec<SecretString> {
+        let mut tokens: Vec<SecretString> = {
+            let earlier = self.earlier.lock().unwrap_or_else(|e| e.into_inner());
+            earlier.iter().cloned().collect()
+        };
+        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        tokens.push(current.0.clone());
+        tokens
     }
 }
 

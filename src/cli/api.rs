@@ -418,18 +418,7 @@ pub(crate) fn connect(args: &ConnectionArgs) -> anyhow::Result<Client> {
         .clone()
         .unwrap_or_else(|| format!("{}/v1", management_url.trim_end_matches('/')));
     let token = Arc::new(StaticToken::from_file(token_file)?);
-    // An API's error may quote the credentials it was sent: `main` conceals them too.
-    if let Ok(text) = std::fs::read_to_string(token_file) {
-        confided([text.trim().to_string()]);
-    }
-    // Not the values of headers that describe the request (`Content-Type=application/json`):
-    // concealing them would withhold every message that names the media type.
-    let describing = ["content-type", "accept", "user-agent"];
-    let confidential = args
-        .headers
-        .iter()
-        .filter(|(name, _)| !describing.contains(&name.to_ascii_lowercase().as_str()));
-    confided(confidential.map(|(_, value)| value.clone()));
+    confide_credentials(args);
     let mut config = ClientConfig::new(management_url, gateway_url, token).timeout(args.timeout);
     for (name, value) in &args.headers {
         config = config.header(name.clone(), SecretString::new(value.clone()));
@@ -597,14 +586,51 @@ fn confided(values: impl IntoIterator<Item = String>) {
     }
 }
 
+/// Where values to conceal are known only later (the tokens a Connection's client obtains
+/// while the command runs): asked when `main` prints an error.
+type Later = Box<dyn Fn() -> Vec<String> + Send>;
+static CONFIDED_LATER: std::sync::Mutex<Vec<Later>> = std::sync::Mutex::new(Vec::new());
+
+/// `values` is asked, when `main` prints an error, for more values to conceal in it.
+pub(crate) fn confide_later(values: impl Fn() -> Vec<String> + Send + 'static) {
+    if let Ok(mut later) = CONFIDED_LATER.lock() {
+        later.push(Box::new(values));
+    }
+}
+
+/// An API's error may quote the credentials it was sent: the token of `--token-file` and the
+/// `--header` values are concealed in what `main` prints. Not the values of headers that
+/// describe the request (`Content-Type=application/json`): concealing them would withhold every
+/// message that names the media type.
+pub(crate) fn confide_credentials(args: &ConnectionArgs) {
+    if let Some(text) = args
+        .token_file
+        .as_ref()
+        .and_then(|file| std::fs::read_to_string(file).ok())
+    {
+        confided([text.trim().to_string()]);
+    }
+    let describing = ["content-type", "accept", "user-agent"];
+    let confidential = args
+        .headers
+        .iter()
+        .filter(|(name, _)| !describing.contains(&name.to_ascii_lowercase().as_str()));
+    confided(confidential.map(|(_, value)| value.clone()));
+}
+
 /// Fields whose whole value is sensitive, beside any secret-looking one: an integration's
 /// `key`, a secret reference's `auth_config`, an (MCP) integration's `configurations`.
 const SENSITIVE_BODY_FIELDS: &[&str] = &["key", "auth_config", "configurations"];
 
-/// What [`read_body`] read of sensitive fields, the token and the header values, to conceal in
-/// an error.
+/// What [`read_body`] read of sensitive fields, the token and the header values, and what the
+/// clients of Connections sent ([`confide_later`]), to conceal in an error.
 pub fn body_secrets() -> Vec<String> {
-    BODY_SECRETS.lock().map(|v| v.clone()).unwrap_or_default()
+    let mut values = BODY_SECRETS.lock().map(|v| v.clone()).unwrap_or_default();
+    if let Ok(later) = CONFIDED_LATER.lock() {
+        values.extend(later.iter().flat_map(|values| values()));
+    }
+    values.retain(|value| !value.is_empty());
+    values
 }
 
 /// The string and number leaves of `value` below a sensitive field (`inside`: below one

@@ -158,8 +158,14 @@ pub(crate) async fn client(target: &TargetArgs, live: Option<&Live>) -> anyhow::
     };
     // Resolved exactly as the operator does: the cluster's Connection, its Secrets read (GET)
     // only from the operator's Connection secret namespace.
-    let connections = aigw::controller::Connections::new(live.client.clone(), None)
-        .with_secret_namespace(Some(namespace.clone()));
+    let connections = Arc::new(
+        aigw::controller::Connections::new(live.client.clone(), None)
+            .with_secret_namespace(Some(namespace.clone())),
+    );
+    // An API's error may quote what the client sent: the Secrets' values and the tokens it
+    // obtained with them (an OAuth2 access token, known only once fetched).
+    let known = connections.clone();
+    super::api::confide_later(move || known.secret_values());
     connections
         .client(&connection)
         .await
@@ -218,6 +224,7 @@ fn client_with_token_file(
         .as_ref()
         .context("--token-file is required")?;
     let token = Arc::new(StaticToken::from_file(token_file)?);
+    super::api::confide_credentials(flags);
     let mut config = ClientConfig::new(management_url, gateway_url, token).timeout(flags.timeout);
     for header in &spec.headers {
         let given = flags

@@ -248,7 +248,7 @@ pub async fn create(
         // Live: "Inline provider rate limits on create currently fail … with upstream HTTP 503".
         return Err(EmulatorError::Injected {
             status: StatusCode::SERVICE_UNAVAILABLE,
-            message: "inline provider rate limits on create are not supported upstream",
+            message: "inline provider rate limits on create are not supported upstream".into(),
         });
     }
     let integration_id = {

@@ -728,7 +728,9 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         let listing = match K::list(&client, workspace.clone()).await {
             Ok(listing) => listing,
             Err(e) => {
-                warn!(kind = K::KIND, %connection, workspace = workspace.as_deref().unwrap_or(""), error = %e, "drift list failed; the objects wait for the next pass or their full read");
+                // The API's answer may quote the credentials it was sent.
+                let error = ctx.scrub("", &e.to_string());
+                warn!(kind = K::KIND, %connection, workspace = workspace.as_deref().unwrap_or(""), %error, "drift list failed; the objects wait for the next pass or their full read");
                 continue;
             }
         };

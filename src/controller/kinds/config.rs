@@ -299,7 +299,10 @@ impl OwnCalls for Config {
         let read = match client.configs().get(&created.id).await {
             Ok(remote) => Some(remote),
             Err(e) => {
-                debug!(config = %created.id, error = %e, "the read after a create answer without a slug failed; the drift list will show the slug");
+                // Its category and status only: the answer may quote the credentials it was sent,
+                // and nothing here can conceal them.
+                let (error, status) = (e.category(), e.status());
+                debug!(config = %created.id, error, ?status, "the read after a create answer without a slug failed; the drift list will show the slug");
                 None
             }
         };

@@ -143,6 +143,10 @@ pub struct Connections {
     /// How long a request of a client built from a Connection may take (`--api-timeout`).
     api_timeout: Duration,
     clients: Mutex<HashMap<String, Cached>>,
+    /// The clients replaced in `clients` (a new Connection version, or the loser of two built
+    /// at once), the latest last, at most [`RETIRED_KEPT`]: a reconcile or a drift pass that
+    /// holds one still sends its tokens, and an answer may quote them.
+    retired: Mutex<std::collections::VecDeque<Cached>>,
     /// Namespace labels (for namespace selectors), from a metadata-only watch.
     namespaces: StoreList<PartialObjectMeta<Namespace>>,
     /// The Secrets of `secret_namespace`, from a watch, so resolving a client reads none.
@@ -372,6 +376,7 @@ impl Connections {
             observer: None,
             api_timeout: crate::api::DEFAULT_TIMEOUT,
             clients: Mutex::new(HashMap::new()),
+            retired: Mutex::default(),
             namespaces: StoreList::default(),
             secrets: StoreList::default(),
             secret_changes: tokio::sync::broadcast::channel(256).0,
@@ -620,20 +625,34 @@ impl Connections {
             client,
             secrets,
         };
-        self.clients
+        let replaced = self
+            .clients
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(name, cached.clone());
+        if let Some(replaced) = replaced {
+            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            if retired.len() == RETIRED_KEPT {
+                retired.pop_front();
+            }
+            retired.push_back(replaced);
+        }
         Ok(cached)
     }
 
     /// The values this operator read from the Secrets of its Connections (tokens, client
-    /// credentials, header values): no message it writes may carry one.
+    /// credentials, header values), the tokens their clients sent (OAuth2 access tokens it
+    /// obtained with them included), those of the clients they replaced, and the tokens of the
+    /// client of the operator's flags: no message it writes may carry one.
     pub fn secret_values(&self) -> Vec<String> {
         let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
         let mut values: Vec<String> = clients
             .values()
-            .flat_map(|c| c.secrets.iter().map(|s| s.expose().to_string()))
+            .chain(retired.iter())
+            .flat_map(|c| c.secrets.iter().cloned().chain(c.token.handed_out()))
+            .chain(self.default.iter().flat_map(Client::tokens_sent))
+            .map(|s| s.expose().to_string())
             .collect();
         values.sort();
         values.dedup();
@@ -755,6 +774,9 @@ fn progress<K>(event: kube::runtime::watcher::Event<K>) -> kube::runtime::watche
         _ => Event::Init,
     }
 }
+
+/// How many replaced clients [`Connections::secret_values`] still answers for.
+const RETIRED_KEPT: usize = 32;
 
 #[derive(Clone)]
 struct Cached {

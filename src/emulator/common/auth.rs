@@ -25,7 +25,15 @@ pub async fn require_bearer(
     request: Request,
     next: Next,
 ) -> Response {
-    let token = request
+    match bearer(&request) {
+        Some(token) if token_is_valid(&state, token) => next.run(request).await,
+        _ => EmulatorError::Unauthorized.into_response(),
+    }
+}
+
+/// The bearer token of `request`'s `Authorization` header.
+pub fn bearer(request: &Request) -> Option<&str> {
+    request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
@@ -34,11 +42,7 @@ pub async fn require_bearer(
                 .strip_prefix("Bearer ")
                 .or_else(|| value.strip_prefix("bearer "))
         })
-        .map(str::trim);
-    match token {
-        Some(token) if token_is_valid(&state, token) => next.run(request).await,
-        _ => EmulatorError::Unauthorized.into_response(),
-    }
+        .map(str::trim)
 }
 
 fn token_is_valid(state: &Common, token: &str) -> bool {

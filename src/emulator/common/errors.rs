@@ -64,7 +64,7 @@ pub enum EmulatorError {
     #[error("injected fault: {message}")]
     Injected {
         status: StatusCode,
-        message: &'static str,
+        message: std::borrow::Cow<'static, str>,
     },
     /// Injected rate limit (429 with `Retry-After`).
     #[error("rate limit exceeded")]

@@ -75,6 +75,10 @@ pub struct Faults {
     /// all.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub echo_writes: bool,
+    /// Answers of `failing_routes` quote the bearer token they were called with, as an API
+    /// that names the credentials it refused: whoever prints them must conceal it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub quote_credentials: bool,
     /// Objects created through the API less than this many ms ago are missing from every list.
     pub list_lag_ms: Option<u64>,
     /// Reads come back as a real server writes them: keys in another order, `1.0` as `1`,

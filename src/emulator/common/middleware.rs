@@ -16,6 +16,7 @@ use axum::{
 };
 
 use super::{
+    auth::bearer,
     errors::EmulatorError,
     faults::roll,
     listener::ConnHandle,
@@ -134,7 +135,11 @@ pub async fn inject_faults(
         } else {
             (StatusCode::SERVICE_UNAVAILABLE, "service unavailable")
         };
-        return EmulatorError::Injected { status, message }.into_response();
+        return EmulatorError::Injected {
+            status,
+            message: message.into(),
+        }
+        .into_response();
     }
     let is_write = matches!(
         *request.method(),
@@ -149,8 +154,15 @@ pub async fn inject_faults(
         .and_then(|e| faults.failing_routes.get(e))
         .and_then(|status| StatusCode::from_u16(*status).ok())
     {
-        let message = "this route is failing (failing_routes)";
-        return EmulatorError::Injected { status, message }.into_response();
+        let message = match bearer(&request).filter(|_| faults.quote_credentials) {
+            Some(token) => format!("this route is failing (failing_routes) for token {token}"),
+            None => "this route is failing (failing_routes)".to_string(),
+        };
+        return EmulatorError::Injected {
+            status,
+            message: message.into(),
+        }
+        .into_response();
     }
     let later_page = !is_write && later_page(request.uri().query());
     let dropped_once = endpoint.is_some_and(|e| lock(&state.faults).take_drop_once(&e));
@@ -216,7 +228,11 @@ async fn reshape_object(
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         let message = "the answer's body failed";
         let status = StatusCode::BAD_GATEWAY;
-        return EmulatorError::Injected { status, message }.into_response();
+        return EmulatorError::Injected {
+            status,
+            message: message.into(),
+        }
+        .into_response();
     };
     let mut object: serde_json::Map<String, serde_json::Value> =
         match serde_json::from_slice(&bytes) {
@@ -237,7 +253,11 @@ async fn echoed(request: Request, next: Next) -> Response {
     let Ok(sent) = axum::body::to_bytes(body, usize::MAX).await else {
         let message = "the request's body failed";
         let status = StatusCode::BAD_REQUEST;
-        return EmulatorError::Injected { status, message }.into_response();
+        return EmulatorError::Injected {
+            status,
+            message: message.into(),
+        }
+        .into_response();
     };
     let fields: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(&sent).unwrap_or_default();
@@ -312,7 +332,11 @@ fn error_after_commit() -> Response {
         1 => (StatusCode::BAD_GATEWAY, "bad gateway"),
         _ => (StatusCode::SERVICE_UNAVAILABLE, "service unavailable"),
     };
-    EmulatorError::Injected { status, message }.into_response()
+    EmulatorError::Injected {
+        status,
+        message: message.into(),
+    }
+    .into_response()
 }
 
 /// The answer to a write that was applied: 200 with a truncated, unparseable JSON body.

@@ -481,6 +481,10 @@ impl TokenSource for StaleThenFresh {
     fn invalidate(&self) {
         self.invalidations.fetch_add(1, Ordering::SeqCst);
     }
+
+    fn handed_out(&self) -> Vec<SecretString> {
+        ["stale", TOKEN].map(SecretString::new).to_vec()
+    }
 }
 
 #[tokio::test]

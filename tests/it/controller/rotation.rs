@@ -454,6 +454,15 @@ async fn create_connection_with_secret(h: &Harness, name: &str, extra: Value, cl
         .unwrap();
 }
 
+/// A harness with the OAuth emulator, and Connection `<name>-<namespace>` (returned) that allows
+/// the test's namespace.
+async fn with_oauth_connection(prefix: &str, name: &str, drift: Duration) -> (Harness, String) {
+    let h = Harness::start_with_emulator(prefix, drift, oauth_emulator()).await;
+    let name = format!("{name}-{}", h.env.namespace);
+    create_connection(&h, &name, json!({"allowedNamespaces": [h.env.namespace]})).await;
+    (h, name)
+}
+
 async fn delete_connection(h: &Harness, name: &str) {
     let _ = Api::<Connection>::all(h.env.client.clone())
         .delete(name, &DeleteParams::default())
@@ -462,10 +471,7 @@ async fn delete_connection(h: &Harness, name: &str) {
 
 #[tokio::test]
 async fn oauth_connection_refreshes_expiring_tokens_under_load() {
-    let h =
-        Harness::start_with_emulator("rot-oauth", Duration::from_secs(600), oauth_emulator()).await;
-    let name = format!("oauth-{}", h.env.namespace);
-    create_connection(&h, &name, json!({"allowedNamespaces": [h.env.namespace]})).await;
+    let (h, name) = with_oauth_connection("rot-oauth", "oauth", Duration::from_secs(600)).await;
     let connections = Api::<Connection>::all(h.env.client.clone());
     support::wait_until(WAIT, || async {
         let c = connections.get(&name).await.ok()?;
@@ -513,6 +519,71 @@ async fn oauth_connection_refreshes_expiring_tokens_under_load() {
     );
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 6);
     assert_no_leaks(&h, &["oauth-client-secret-9f3e"]).await;
+    delete_connection(&h, &name).await;
+    h.stop().await;
+}
+
+/// An API's error that quotes the bearer token it was called with: the token is one the
+/// operator obtained with the Connection's client credentials (read from no Secret), and it
+/// stands in no condition, event or log line, neither from a reconcile nor from the drift pass.
+#[tokio::test]
+async fn a_minted_token_an_answer_quotes_is_concealed() {
+    let (h, name) = with_oauth_connection("rot-quoted", "quoted", Duration::from_secs(2)).await;
+    let configs = h.env.api::<Config>();
+    let config = |name: &str, connection: &str| -> Config {
+        object(
+            json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": name},
+            "spec": {"name": name, "config": {"retry": {"attempts": 1}}, "connectionRef": {"name": connection}}}),
+        )
+    };
+    // One Config the drift pass lists.
+    support::create(&configs, &config("settled", &name)).await;
+    h.wait_for::<Config>("settled", WAIT, |c| c.ready()).await;
+    let mark = support::harness::log_mark();
+    h.faults(json!({"quote_credentials": true, "failing_routes": {
+        "POST /ai_gw/v2/configs": 400, "GET /ai_gw/v2/configs": 400}}))
+        .await;
+    support::create(&configs, &config("quoted", &name)).await;
+    let says_failing = |c: &Config| {
+        c.conditions()
+            .iter()
+            .any(|c| c.message.contains("failing_routes"))
+    };
+    let failed = h.wait_for::<Config>("quoted", WAIT, says_failing).await;
+    let message = failed
+        .conditions()
+        .iter()
+        .find(|c| c.message.contains("failing_routes"))
+        .unwrap()
+        .message
+        .clone();
+    assert!(
+        message.contains("for token <secret>"),
+        "the API's answer quoted the token, concealed: {message}"
+    );
+    // The drift pass's list fails too (every 2 s); let it, and the create, retry and log.
+    let logged = support::wait_until(WAIT, || async {
+        let logs = support::harness::logs_since(mark);
+        logs.lines()
+            .any(|l| l.contains("drift list failed") && l.contains(&name))
+            .then_some(())
+    })
+    .await;
+    assert!(logged.is_some(), "the drift pass never listed");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The emulator's tokens are `emu-` and 48 hex digits; none may stand anywhere.
+    let statuses = support::statuses(&configs).await;
+    for (place, text) in [
+        ("the logs", support::harness::logs_since(mark)),
+        ("the events", h.env.events_text().await),
+        ("a status", statuses),
+    ] {
+        assert!(
+            !text.contains("for token emu-"),
+            "a minted token stands in {place}"
+        );
+    }
+    h.faults(json!({})).await;
     delete_connection(&h, &name).await;
     h.stop().await;
 }

@@ -544,6 +544,32 @@ async fn a_connection_file_never_decides_where_credentials_go() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert_eq!(received.load(std::sync::atomic::Ordering::SeqCst), 0);
 
+    // An API that quotes the token it refused: the export's error conceals the access token the
+    // CLI obtained with the Connection's client credentials, and the --token-file token.
+    let faults = json!({"quote_credentials": true, "failing_routes": {
+        "GET /ai_gw/v2/configs": 400, "GET /ai_gw/v2/configs/{slug}": 400}});
+    let answer = reqwest::Client::new()
+        .put(format!("{}/_emulator/faults", url.trim_end_matches('/')))
+        .bearer_auth(TOKEN)
+        .json(&faults)
+        .send()
+        .await
+        .unwrap();
+    assert!(answer.status().is_success(), "{}", answer.status());
+    for extra in [
+        &with_cluster[..],
+        &["--token-file", &token, "--management-url", &url][..],
+    ] {
+        let out = run("export", &file, extra).await;
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(said.contains("for token <secret>"), "{said}");
+        assert!(
+            !said.contains("for token emu-") && !said.contains(TOKEN),
+            "{said}"
+        );
+    }
+
     delete_connection(&env, &name).await;
     env.cleanup().await;
 }
