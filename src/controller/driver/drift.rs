@@ -41,7 +41,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use rand::Rng;
 use tokio::sync::broadcast;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::api::{ApiError, Client, Listing};
 use crate::controller::Context;
@@ -646,7 +646,18 @@ async fn run<K: Listed>(ctx: Arc<Context>, reads: Reads<K>) {
         let started = Instant::now();
         let since = std::mem::replace(&mut swept, started);
         if ctx.leadership.is_leader() {
-            let asked = pass(&ctx, &reads, since, started).await;
+            // A bug in the pass is kept to this pass: the next one runs at its time, and the
+            // kind's reconciles go on.
+            let this_pass = std::panic::AssertUnwindSafe(pass(&ctx, &reads, since, started));
+            let Ok(asked) = futures::FutureExt::catch_unwind(this_pass).await else {
+                ctx.metrics.reconcile_panicked(K::KIND);
+                error!(
+                    kind = K::KIND,
+                    "a drift pass panicked (a bug): the next one starts at its time; the reconciles go on"
+                );
+                wait = jittered(interval).saturating_sub(started.elapsed());
+                continue;
+            };
             let took = started.elapsed();
             ctx.metrics.drift_pass(K::KIND, took, asked);
             if took > interval {

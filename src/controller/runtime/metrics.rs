@@ -140,9 +140,17 @@ impl Default for Metrics {
         let api_request_seconds = Family::<EndpointLabel, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.005, 2.0, 14))
         });
+        // Each kind's panic series exists from the start, so that `increase()` sees the first
+        // panic (AigwReconcilePanicked).
+        for kind in crate::registry::KINDS {
+            let _ = reconciles.get_or_create(&KindResult {
+                kind: kind.kind.into(),
+                result: "panic".into(),
+            });
+        }
         registry.register(
             "reconciles",
-            "Reconciles by kind and result",
+            "Reconciles by kind and result (ok, error, panic)",
             reconciles.clone(),
         );
         registry.register(
@@ -350,7 +358,8 @@ impl Metrics {
             .inc();
     }
 
-    /// A reconcile of `kind` panicked (a bug), kept to its object: `result="panic"`.
+    /// A reconcile of `kind` panicked (a bug), kept to its object, or a drift pass of `kind`
+    /// did, kept to that pass: `result="panic"`.
     pub fn reconcile_panicked(&self, kind: &str) {
         self.reconciles
             .get_or_create(&KindResult {
@@ -610,5 +619,19 @@ mod tests {
             text.lines().any(|l| l == "aigw_leader_lease_transitions 3"),
             "{text}"
         );
+    }
+
+    /// `increase()` sees no rise in a series born at 1: every kind's panic series is there, at
+    /// 0, before the first panic, so AigwReconcilePanicked fires on it.
+    #[test]
+    fn every_kind_counts_its_panics_from_zero() {
+        let text = Metrics::default().encode();
+        for kind in crate::registry::KINDS {
+            let zero = format!(
+                r#"aigw_reconciles_total{{kind="{}",result="panic"}} 0"#,
+                kind.kind
+            );
+            assert!(text.lines().any(|l| l == zero), "{zero} in {text}");
+        }
     }
 }

@@ -296,6 +296,8 @@ fn the_alert_rules_and_the_dashboard_query_only_what_aigw_exports() {
         "AigwLeaderFlapping",
         "AigwRotationOverdue",
         "AigwDriftPassSlow",
+        "AigwConfigRolledBack",
+        "AigwReconcilePanicked",
     ] {
         assert!(alerts.contains(alert), "no alert {alert} in {alerts:?}");
     }
