@@ -110,6 +110,8 @@ pub struct Masking {
     keys: Vec<String>,
     lists: Vec<String>,
     values: Vec<String>,
+    /// Pointers whose source the manifest changes ([`Masking::source_moved`]).
+    moved: Vec<String>,
 }
 
 impl std::fmt::Debug for Masking {
@@ -119,6 +121,7 @@ impl std::fmt::Debug for Masking {
             .field("keys", &self.keys)
             .field("lists", &self.lists)
             .field("values", &self.values.len())
+            .field("moved", &self.moved)
             .finish()
     }
 }
@@ -155,6 +158,16 @@ impl Masking {
     pub fn value(&mut self, value: String) {
         if !value.is_empty() && !self.values.contains(&value) {
             self.values.push(value);
+        }
+    }
+
+    /// The value at `pointer` changes its source (a Secret's value made a literal, or a literal
+    /// taken from a Secret): it reads `<masked, changed>` on both sides, whether the values are
+    /// equal or not. A plan that showed it unchanged when a literal equals the remote value a
+    /// Secret gave would tell the author that value.
+    pub fn source_moved(&mut self, pointer: String) {
+        if !self.moved.contains(&pointer) {
+            self.moved.push(pointer);
         }
     }
 
@@ -208,7 +221,7 @@ impl Masking {
             if let Some(slot) = copy.pointer_mut(&pointer)
                 && !names_a_secret(slot)
             {
-                let mark = match Some(&*slot) == theirs {
+                let mark = match Some(&*slot) == theirs && !self.moved.contains(&pointer) {
                     true => MASK,
                     false => MASK_CHANGED,
                 };

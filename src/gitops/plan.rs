@@ -161,6 +161,22 @@ impl Entry {
         }
     }
 
+    /// Says which `secretRefs` paths change their source ([`sources_moved`]), unless the entry
+    /// says something else already: they show changed whether the values are equal or not.
+    pub(super) fn with_sources_moved(self, moved: &[String]) -> Self {
+        if moved.is_empty() || self.reason.is_some() {
+            return self;
+        }
+        let reason = format!(
+            "{} change(s) source (a Secret's value, or the manifest's): shown changed whatever the values",
+            moved.join(", ")
+        );
+        Entry {
+            reason: Some(reason),
+            ..self
+        }
+    }
+
     fn observed(self) -> Self {
         if self.action == Action::Conflict {
             return self;
@@ -892,7 +908,12 @@ impl Planner<'_> {
         let hidden = counterpart.adopting && hide_unconfirmed(&mut current, &desired, "/config");
         spec.show_secret_refs(&mut current["config"], true);
         let mut fields = spec.diff(&remote);
-        if hidden {
+        let live_refs = managed.as_ref().map(|m| m.spec.secret_refs.as_slice());
+        let moved = sources_moved(live_refs, &spec.secret_refs);
+        for path in &moved {
+            masking.source_moved(format!("/config{path}"));
+        }
+        if hidden || !moved.is_empty() {
             fields = with_hidden(fields, &["config"], &desired);
         }
         let changes = field_changes_masked(&fields, &current, &desired, &masking);
@@ -905,6 +926,7 @@ impl Planner<'_> {
             ),
             None => compared(&counterpart, changes),
         };
+        let planned = planned.with_sources_moved(&moved);
         Ok(planned.with_values_hidden(hidden).identified(&remote.id))
     }
 }
@@ -1144,8 +1166,22 @@ impl Planner<'_> {
                 fields.push("mcpServers");
             }
         }
-        if !hidden.is_empty() {
-            fields = with_hidden(fields, &hidden, &desired);
+        let live_refs = managed
+            .as_ref()
+            .map(|m| m.definition().secret_refs.as_slice());
+        let moved = sources_moved(live_refs, &definition.secret_refs);
+        let mut shown = hidden.clone();
+        for path in moved.iter().cloned() {
+            let field = ["checks", "actions"].into_iter().find(|f| {
+                path.strip_prefix('/')
+                    .and_then(|p| p.strip_prefix(f))
+                    .is_some()
+            });
+            shown.extend(field.filter(|f| !shown.contains(f)));
+            masking.source_moved(path);
+        }
+        if !shown.is_empty() {
+            fields = with_hidden(fields, &shown, &desired);
         }
         let changes = field_changes_masked(&fields, &current, &desired, &masking);
         let invalid = invalid.or_else(|| {
@@ -1168,6 +1204,7 @@ impl Planner<'_> {
             (None, true) => compared(&counterpart, changes),
         };
         Ok(planned
+            .with_sources_moved(&moved)
             .with_values_hidden(!hidden.is_empty())
             .identified(&remote.id))
     }
@@ -1298,6 +1335,25 @@ pub(super) fn with_hidden(
     };
     fields.sort_by_key(|field| place(field));
     fields
+}
+
+/// The `secretRefs` paths whose source a manifest changes against its live resource's
+/// (`live`; none without one): a Secret's value made a literal, or a literal taken from a
+/// Secret. A plan shows them changed whatever the values ([`Masking::source_moved`]).
+pub(super) fn sources_moved(
+    live: Option<&[crate::resources::config::ConfigSecretRef]>,
+    manifest: &[crate::resources::config::ConfigSecretRef],
+) -> Vec<String> {
+    let Some(live) = live else {
+        return Vec::new();
+    };
+    let paths = |refs: &[crate::resources::config::ConfigSecretRef]| {
+        refs.iter()
+            .map(|r| r.path.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let (before, now) = (paths(live), paths(manifest));
+    before.symmetric_difference(&now).cloned().collect()
 }
 
 /// [`field_changes`] of the documents once `masking` hid what it knows on both sides (a

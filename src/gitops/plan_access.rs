@@ -49,13 +49,9 @@ impl Planner<'_> {
             .unwrap_or_default();
         // A PR that moves or drops a `secretRefs` path writes the configurations (the operator's
         // hash covers where the values go), though every field a read shows may match.
-        let paths = |refs: &[crate::resources::config::ConfigSecretRef]| {
-            let mut paths: Vec<String> = refs.iter().map(|r| r.path.clone()).collect();
-            paths.sort();
-            paths
-        };
+        let live_refs = managed.as_ref().map(|_| earlier.as_slice());
         let paths_moved =
-            managed.is_some() && paths(&earlier) != paths(&SecretDocument::secret_refs(spec));
+            !super::plan::sources_moved(live_refs, &SecretDocument::secret_refs(spec)).is_empty();
         let status = managed.and_then(|m| m.status).unwrap_or_default();
         // The live resource's integration, else the one its slug names (adopted if it exists).
         let keys = (status.id.as_ref(), spec.slug.as_ref());

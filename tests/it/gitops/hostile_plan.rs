@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::support::SendJson;
 use aigw::emulator::EmulatorOptions;
-use aigw::resources::Config;
+use aigw::resources::{Config, Guardrail};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::harness::{Harness, TOKEN};
@@ -34,6 +34,30 @@ fn write(dir: &Path, name: &str, manifest: &Value) -> String {
     let path = dir.join(name);
     std::fs::write(&path, serde_yaml::to_string(manifest).unwrap()).unwrap();
     path.to_str().unwrap().to_string()
+}
+
+/// A harness whose namespace holds Secret `pins` with `pin`.
+async fn with_pins(prefix: &str, pin: &str) -> Harness {
+    let h = Harness::start_with(prefix, Duration::from_secs(600)).await;
+    put_secret(&h.env, "pins", json!({"pin": pin})).await;
+    h
+}
+
+/// `aigw plan` of `manifest` (written to `dir` as `file`) against `h`'s emulator, with cluster
+/// access.
+async fn plan_with_cluster(
+    h: &Harness,
+    dir: &Path,
+    file: String,
+    manifest: Value,
+) -> (bool, String) {
+    let token = token_file(dir);
+    let manifest = write(dir, &file, &manifest);
+    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
+    let mut all = args(&["plan", "-f", &manifest]);
+    all.extend(args(&["--management-url", &h.emulator.management_url()]));
+    all.extend(args(&["--token-file", &token, "--kubeconfig", &kubeconfig]));
+    aigw(all).await
 }
 
 fn args(list: &[&str]) -> Vec<String> {
@@ -221,8 +245,7 @@ async fn plan_shows_no_value_of_a_remote_config_the_manifest_does_not_hold() {
 async fn plan_masks_the_manifest_by_path_never_by_a_secret_value() {
     const PIN: &str = "x7Q2";
     const OTHER: &str = "x7Q9";
-    let h = Harness::start_with("atk-plan-oracle", Duration::from_secs(600)).await;
-    put_secret(&h.env, "pins", json!({"pin": PIN})).await;
+    let h = with_pins("atk-plan-oracle", PIN).await;
     let spec = json!({"name": "pinned", "config": {"strategy": {"mode": "single"},
         "targets": [{"provider": "@openai"}]},
         "secretRefs": [{"path": "/targets/0/account_pin",
@@ -231,20 +254,13 @@ async fn plan_masks_the_manifest_by_path_never_by_a_secret_value() {
     h.wait_for::<Config>("pinned", WAIT, |c| c.ready()).await;
 
     let dir = tempfile::tempdir().unwrap();
-    let token = token_file(dir.path());
-    let url = h.emulator.management_url();
-    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
     let plan = |candidate: &'static str| {
         let mut probing = spec.clone();
         probing["config"]["targets"][0]["override_params"] =
             json!({"user": "x7Q1", "candidate": candidate});
         let manifest = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config",
             "metadata": {"name": "pinned", "namespace": h.env.namespace}, "spec": probing});
-        let manifest = write(dir.path(), &format!("{candidate}.yaml"), &manifest);
-        let mut all = args(&["plan", "-f", &manifest]);
-        all.extend(args(&["--management-url", &url, "--token-file", &token]));
-        all.extend(args(&["--kubeconfig", &kubeconfig]));
-        aigw(all)
+        plan_with_cluster(&h, dir.path(), format!("{candidate}.yaml"), manifest)
     };
     let (ran, with_pin) = plan(PIN).await;
     assert!(ran, "{with_pin}");
@@ -256,6 +272,66 @@ async fn plan_masks_the_manifest_by_path_never_by_a_secret_value() {
         with_other,
         "the plan differs when a candidate equals the Secret's value (an oracle)"
     );
+    h.stop().await;
+}
+
+/// A pull request that drops a `secretRefs` entry and writes a literal at its path: the plan
+/// compared the literal with the remote value the Secret gave, and said "no change" exactly
+/// when they were equal (an oracle, exit code and all). It now reads the same whichever value
+/// the literal holds, for a Config and a Guardrail: the path's source changes, whatever the
+/// values.
+#[tokio::test]
+async fn plan_of_a_secret_path_made_literal_tells_nothing_of_the_value() {
+    const PIN: &str = "k4Z8";
+    const OTHER: &str = "k4Z3";
+    let h = with_pins("atk-plan-moved", PIN).await;
+    let pin_ref =
+        |path: &str| json!([{"path": path, "secretKeyRef": {"name": "pins", "key": "pin"}}]);
+    let config = json!({"name": "pinned", "config": {"strategy": {"mode": "single"},
+        "targets": [{"provider": "@openai"}]},
+        "secretRefs": pin_ref("/targets/0/account_pin")});
+    support::objects::create::<Config>(&h.env, "pinned", config.clone()).await;
+    let guardrail = json!({"name": "pinned", "workspaceId": WORKSPACE,
+        "checks": [{"id": "default.regexMatch", "parameters": {}}],
+        "secretRefs": pin_ref("/checks/0/parameters/rule"),
+        "actions": {"deny": true, "onFail": {"value": -5}}});
+    support::objects::create::<Guardrail>(&h.env, "pinned", guardrail.clone()).await;
+    h.wait_for::<Config>("pinned", WAIT, |c| c.ready()).await;
+    h.wait_for::<Guardrail>("pinned", WAIT, |g| g.ready()).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let plan = |kind: &'static str, candidate: &'static str| {
+        let mut probing = match kind {
+            "Config" => config.clone(),
+            _ => guardrail.clone(),
+        };
+        match kind {
+            "Config" => probing["config"]["targets"][0]["account_pin"] = json!(candidate),
+            _ => probing["checks"][0]["parameters"]["rule"] = json!(candidate),
+        }
+        probing.as_object_mut().unwrap().remove("secretRefs");
+        let manifest = json!({"apiVersion": "aigw.io/v1alpha1", "kind": kind,
+            "metadata": {"name": "pinned", "namespace": h.env.namespace}, "spec": probing});
+        plan_with_cluster(&h, dir.path(), format!("{kind}-{candidate}.yaml"), manifest)
+    };
+    for (kind, path) in [
+        ("Config", "/targets/0/account_pin"),
+        ("Guardrail", "/checks/0/parameters/rule"),
+    ] {
+        let (ran, with_pin) = plan(kind, PIN).await;
+        assert!(ran, "{with_pin}");
+        let (ran, with_other) = plan(kind, OTHER).await;
+        assert!(ran, "{with_other}");
+        assert_eq!(
+            with_pin.replace(PIN, OTHER),
+            with_other,
+            "[{kind}] the plan differs when the literal equals the Secret's value (an oracle)"
+        );
+        assert!(
+            with_other.contains("1 to update") && with_other.contains(path),
+            "[{kind}] the plan says the path's source changes: {with_other}"
+        );
+    }
     h.stop().await;
 }
 
