@@ -714,6 +714,8 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         }
     }
     let mut slowest: Option<f64> = None;
+    // Each listed Connection's qps, which paces the reads asked of its objects.
+    let mut qps_of: HashMap<String, Option<f64>> = HashMap::new();
     for ((connection, workspace), members) in groups {
         let (client, refused) = client_for_group(ctx, &connection, &members).await;
         let (refused, members): (Vec<Arc<K>>, Vec<Arc<K>>) = members
@@ -732,6 +734,7 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         };
         listed += members.len();
         let qps = client.qps();
+        qps_of.insert(connection.clone(), qps);
         slowest = match (slowest, qps) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -766,22 +769,28 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         }
     }
     ctx.drift.fit_full_read(ctx, K::KIND, listed, slowest);
-    // One budget for the whole pass, however many Connections and workspaces it listed.
-    let spacing = spacing(&ctx.drift.settings, slowest, due.len());
-    let asked = due.len();
-    for (n, (object, why)) in due.into_iter().enumerate() {
-        if n > 0 {
-            tokio::time::sleep(spacing).await;
-        }
+    // One budget per Connection, however many workspaces it listed: each Connection's reads
+    // are paced by its own drift share, at the same time as the others', so a tenant's slow
+    // Connection holds back no other tenant's reads. A Connection not listed in this pass
+    // (only full reads fell due) is paced as the slowest listed.
+    let mut lanes: BTreeMap<String, Vec<(Arc<K>, &'static str)>> = BTreeMap::new();
+    for (object, why) in due {
+        let connection = object.connection_name().to_string();
+        lanes.entry(connection).or_default().push((object, why));
+    }
+    let lanes = lanes.into_iter().map(|(connection, objects)| {
+        let qps = qps_of.get(&connection).copied().unwrap_or(slowest);
+        (spacing(&ctx.drift.settings, qps, objects.len()), objects)
+    });
+    let ask = |(object, why): (Arc<K>, &'static str)| {
         let reference = ObjectRef::from_obj(object.as_ref());
         debug!(kind = K::KIND, object = %reference, why, "drift: reading again");
         ctx.drift
             .flag(crate::controller::driver::object_key(object.as_ref()));
         // No controller listening (shutting down): nothing more to ask.
-        if reads.send(reference).is_err() {
-            return n;
-        }
-    }
+        reads.send(reference).is_ok()
+    };
+    let asked = paced(lanes.collect(), &ask).await;
     if asked > 0 {
         info!(
             kind = K::KIND,
@@ -790,6 +799,25 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         );
     }
     asked
+}
+
+/// Hands each item of every lane to `ask`, a lane's items `spacing` apart and the lanes at the
+/// same time; a lane stops at the first item `ask` refuses. How many were asked.
+async fn paced<T>(lanes: Vec<(Duration, Vec<T>)>, ask: &(impl Fn(T) -> bool + Sync)) -> usize {
+    let lanes = lanes.into_iter().map(|(spacing, items)| async move {
+        let mut asked = 0;
+        for (n, item) in items.into_iter().enumerate() {
+            if n > 0 {
+                tokio::time::sleep(spacing).await;
+            }
+            if !ask(item) {
+                break;
+            }
+            asked += 1;
+        }
+        asked
+    });
+    futures::future::join_all(lanes).await.into_iter().sum()
 }
 
 /// The client of `connection`, resolved for the namespaces of `members` (the client is the
@@ -849,6 +877,38 @@ mod tests {
             &index,
             complete,
         )
+    }
+
+    /// A slow Connection's reads take their time without holding back a fast one's: each lane
+    /// at its own spacing, the lanes at once.
+    #[tokio::test(start_paused = true)]
+    async fn each_connection_is_paced_by_its_own_share() {
+        let start = tokio::time::Instant::now();
+        let asked = Mutex::new(Vec::new());
+        let ask = |item: &'static str| {
+            lock(&asked).push((item, start.elapsed().as_secs()));
+            item != "refused"
+        };
+        let lanes = vec![
+            (Duration::from_secs(10), vec!["slow-1", "slow-2", "slow-3"]),
+            (Duration::from_secs(1), vec!["fast-1", "fast-2", "fast-3"]),
+            (Duration::from_secs(1), vec!["refused", "never"]),
+        ];
+        assert_eq!(paced(lanes, &ask).await, 6);
+        let mut asked = lock(&asked).clone();
+        asked.sort_by_key(|(item, at)| (*at, *item));
+        assert_eq!(
+            asked,
+            [
+                ("fast-1", 0),
+                ("refused", 0),
+                ("slow-1", 0),
+                ("fast-2", 1),
+                ("fast-3", 2),
+                ("slow-2", 10),
+                ("slow-3", 20),
+            ]
+        );
     }
 
     #[test]
