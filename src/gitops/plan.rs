@@ -908,8 +908,14 @@ impl Planner<'_> {
         let hidden = counterpart.adopting && hide_unconfirmed(&mut current, &desired, "/config");
         spec.show_secret_refs(&mut current["config"], true);
         let mut fields = spec.diff(&remote);
-        let live_refs = managed.as_ref().map(|m| m.spec.secret_refs.as_slice());
-        let moved = sources_moved(live_refs, &spec.secret_refs);
+        let live_refs = managed.as_ref().map(|m| {
+            let applied = m.status.as_ref().and_then(|s| s.history.first());
+            held_at(
+                &m.spec.secret_refs,
+                applied.map(|v| v.secret_refs.as_slice()),
+            )
+        });
+        let moved = sources_moved(live_refs.as_deref(), &spec.secret_refs);
         for path in &moved {
             masking.source_moved(format!("/config{path}"));
         }
@@ -943,14 +949,36 @@ async fn config_masking(live: Option<&Live>, config: &Config, managed: Option<&C
         .or_else(|| live.map(|l| l.default_namespace.clone()))
         .unwrap_or_default();
     let kube = live.map(|l| (&l.client, namespace.as_str()));
-    let mut refs = config.spec.secret_refs.clone();
+    let mut live_refs = Vec::new();
     if let Some(managed) = managed {
-        refs.extend(managed.spec.secret_refs.iter().cloned());
+        live_refs.extend(managed.spec.secret_refs.iter().cloned());
         let recorded = managed.status.iter().flat_map(|s| &s.history);
-        refs.extend(recorded.flat_map(|v| v.secret_refs.iter().cloned()));
+        live_refs.extend(recorded.flat_map(|v| v.secret_refs.iter().cloned()));
     }
-    add_references(&mut masking, kube, "/config", &refs).await;
+    let manifest_refs = &config.spec.secret_refs;
+    add_trusted_references(&mut masking, kube, "/config", &live_refs, manifest_refs).await;
     masking
+}
+
+/// [`add_references`] of what the live resource named (`live`: its spec and the versions it
+/// recorded), its Secrets read with `kube`; the manifest's own (`manifest`) by path and key
+/// name only. A pull request chooses the manifest's Secrets: reading them would mask, in the
+/// remote document, whichever value equals one, and a remote document holding candidates
+/// would say which does.
+pub(super) async fn add_trusted_references(
+    masking: &mut Masking,
+    kube: Option<(&kube::Client, &str)>,
+    prefix: &str,
+    live: &[crate::resources::config::ConfigSecretRef],
+    manifest: &[crate::resources::config::ConfigSecretRef],
+) {
+    add_references(masking, kube, prefix, live).await;
+    let untrusted: Vec<_> = manifest
+        .iter()
+        .filter(|r| !live.contains(r))
+        .cloned()
+        .collect();
+    add_references(masking, None, prefix, &untrusted).await;
 }
 
 /// The guardrails the document names that the API does not have, as the operator would report
@@ -1070,18 +1098,19 @@ impl Planner<'_> {
                 "{why}: the operator would stall (InvalidSpec) and write nothing"
             )),
         };
-        let mut refs = definition.secret_refs.clone();
+        let mut live_refs = Vec::new();
         if let Some(managed) = &managed {
-            refs.extend(managed.definition().secret_refs.iter().cloned());
+            live_refs.extend(managed.definition().secret_refs.iter().cloned());
             let recorded = managed
                 .guardrail_status()
                 .into_iter()
                 .flat_map(|s| &s.history);
-            refs.extend(recorded.flat_map(|v| v.secret_refs.iter().cloned()));
+            live_refs.extend(recorded.flat_map(|v| v.secret_refs.iter().cloned()));
         }
         let mut masking = Masking::default();
         let kube = secrets.as_ref().map(|(c, ns)| (c, ns.as_str()));
-        add_references(&mut masking, kube, "", &refs).await;
+        let manifest_refs = &definition.secret_refs;
+        add_trusted_references(&mut masking, kube, "", &live_refs, manifest_refs).await;
         let creation =
             || create_changes(&masking.masked_by_path(&desired), &["slug", "secretRefs"]);
         let recorded = managed
@@ -1166,10 +1195,12 @@ impl Planner<'_> {
                 fields.push("mcpServers");
             }
         }
-        let live_refs = managed
-            .as_ref()
-            .map(|m| m.definition().secret_refs.as_slice());
-        let moved = sources_moved(live_refs, &definition.secret_refs);
+        let live_refs = managed.as_ref().map(|m| {
+            let applied = m.guardrail_status().and_then(|s| s.history.first());
+            let applied = applied.map(|v| v.secret_refs.as_slice());
+            held_at(&m.definition().secret_refs, applied)
+        });
+        let moved = sources_moved(live_refs.as_deref(), &definition.secret_refs);
         let mut shown = hidden.clone();
         for path in moved.iter().cloned() {
             let field = ["checks", "actions"].into_iter().find(|f| {
@@ -1337,9 +1368,23 @@ pub(super) fn with_hidden(
     fields
 }
 
+/// The `secretRefs` entries whose paths may hold a Secret's value remotely, or soon will: the
+/// live resource's spec, and the version aigw applied last (`applied`, newest of
+/// `status.history`), which the remote object holds while a newer spec waits (a promotion
+/// gate, a stall, Observe).
+pub(super) fn held_at(
+    spec: &[crate::resources::config::ConfigSecretRef],
+    applied: Option<&[crate::resources::config::ConfigSecretRef]>,
+) -> Vec<crate::resources::config::ConfigSecretRef> {
+    let mut refs = spec.to_vec();
+    refs.extend(applied.unwrap_or_default().iter().cloned());
+    refs
+}
+
 /// The `secretRefs` paths whose source a manifest changes against its live resource's
-/// (`live`; none without one): a Secret's value made a literal, or a literal taken from a
-/// Secret. A plan shows them changed whatever the values ([`Masking::source_moved`]).
+/// (`live`, [`held_at`]; none without one): a Secret's value made a literal, or a literal
+/// taken from a Secret. A plan shows them changed whatever the values
+/// ([`Masking::source_moved`]).
 pub(super) fn sources_moved(
     live: Option<&[crate::resources::config::ConfigSecretRef]>,
     manifest: &[crate::resources::config::ConfigSecretRef],

@@ -52,6 +52,10 @@ impl Planner<'_> {
         let live_refs = managed.as_ref().map(|_| earlier.as_slice());
         let paths_moved =
             !super::plan::sources_moved(live_refs, &SecretDocument::secret_refs(spec)).is_empty();
+        // A live spec not applied yet (held, stalled, not reconciled): the remote may still
+        // hold a Secret's value at a path that spec no longer names, and an Integration records
+        // no paths it applied, so none of the configurations' values show.
+        let unapplied = managed.as_ref().is_some_and(|m| !applied(m));
         let status = managed.and_then(|m| m.status).unwrap_or_default();
         // The live resource's integration, else the one its slug names (adopted if it exists).
         let keys = (status.id.as_ref(), spec.slug.as_ref());
@@ -140,7 +144,7 @@ impl Planner<'_> {
             integration,
             &earlier,
             masking,
-            counterpart.adopting,
+            counterpart.adopting || unapplied,
             &mut current,
             &mut desired,
         );
@@ -163,6 +167,19 @@ impl Planner<'_> {
         };
         Ok(planned.with_values_hidden(hidden).identified(&remote.id))
     }
+}
+
+/// Whether `integration`'s spec was applied at its generation (Ready at it).
+fn applied(integration: &Integration) -> bool {
+    let conditions = integration
+        .status
+        .iter()
+        .flat_map(|s| &s.managed.conditions);
+    conditions.into_iter().any(|c| {
+        c.type_ == "Ready"
+            && c.status == "True"
+            && c.observed_generation == integration.metadata.generation
+    })
 }
 
 /// Replaces, in `current` (the read) and `desired`, the value at every path the spec takes from

@@ -36,6 +36,42 @@ fn write(dir: &Path, name: &str, manifest: &Value) -> String {
     path.to_str().unwrap().to_string()
 }
 
+/// The plan of the right guess (`right`) reads as that of a wrong one once the guess is
+/// replaced; the wrong one's. `when` says what an oracle would tell.
+async fn reads_the_same<F, P>(
+    plan: P,
+    (right, wrong): (&'static str, &'static str),
+    when: &str,
+) -> String
+where
+    P: Fn(&'static str) -> F,
+    F: std::future::Future<Output = (bool, String)>,
+{
+    let (ran, with_right) = plan(right).await;
+    assert!(ran, "{with_right}");
+    let (ran, with_wrong) = plan(wrong).await;
+    assert!(ran, "{with_wrong}");
+    assert_eq!(
+        with_right.replace(right, wrong),
+        with_wrong,
+        "the plan differs when {when} (an oracle)"
+    );
+    with_wrong
+}
+
+/// [`with_pins`], and Config `pinned` there, its `/targets/0/account_pin` from Secret `pins`,
+/// once Ready; its spec.
+async fn pinned(prefix: &str, pin: &str) -> (Harness, Value) {
+    let h = with_pins(prefix, pin).await;
+    let spec = json!({"name": "pinned", "config": {"strategy": {"mode": "single"},
+        "targets": [{"provider": "@openai"}]},
+        "secretRefs": [{"path": "/targets/0/account_pin",
+                        "secretKeyRef": {"name": "pins", "key": "pin"}}]});
+    support::objects::create::<Config>(&h.env, "pinned", spec.clone()).await;
+    h.wait_for::<Config>("pinned", WAIT, |c| c.ready()).await;
+    (h, spec)
+}
+
 /// A harness whose namespace holds Secret `pins` with `pin`.
 async fn with_pins(prefix: &str, pin: &str) -> Harness {
     let h = Harness::start_with(prefix, Duration::from_secs(600)).await;
@@ -245,13 +281,7 @@ async fn plan_shows_no_value_of_a_remote_config_the_manifest_does_not_hold() {
 async fn plan_masks_the_manifest_by_path_never_by_a_secret_value() {
     const PIN: &str = "x7Q2";
     const OTHER: &str = "x7Q9";
-    let h = with_pins("atk-plan-oracle", PIN).await;
-    let spec = json!({"name": "pinned", "config": {"strategy": {"mode": "single"},
-        "targets": [{"provider": "@openai"}]},
-        "secretRefs": [{"path": "/targets/0/account_pin",
-                        "secretKeyRef": {"name": "pins", "key": "pin"}}]});
-    support::objects::create::<Config>(&h.env, "pinned", spec.clone()).await;
-    h.wait_for::<Config>("pinned", WAIT, |c| c.ready()).await;
+    let (h, spec) = pinned("atk-plan-oracle", PIN).await;
 
     let dir = tempfile::tempdir().unwrap();
     let plan = |candidate: &'static str| {
@@ -262,16 +292,9 @@ async fn plan_masks_the_manifest_by_path_never_by_a_secret_value() {
             "metadata": {"name": "pinned", "namespace": h.env.namespace}, "spec": probing});
         plan_with_cluster(&h, dir.path(), format!("{candidate}.yaml"), manifest)
     };
-    let (ran, with_pin) = plan(PIN).await;
-    assert!(ran, "{with_pin}");
-    let (ran, with_other) = plan(OTHER).await;
-    assert!(ran, "{with_other}");
+    let with_other =
+        reads_the_same(plan, (PIN, OTHER), "a candidate equals the Secret's value").await;
     assert!(with_other.contains(OTHER), "{with_other}");
-    assert_eq!(
-        with_pin.replace(PIN, OTHER),
-        with_other,
-        "the plan differs when a candidate equals the Secret's value (an oracle)"
-    );
     h.stop().await;
 }
 
@@ -318,20 +341,75 @@ async fn plan_of_a_secret_path_made_literal_tells_nothing_of_the_value() {
         ("Config", "/targets/0/account_pin"),
         ("Guardrail", "/checks/0/parameters/rule"),
     ] {
-        let (ran, with_pin) = plan(kind, PIN).await;
-        assert!(ran, "{with_pin}");
-        let (ran, with_other) = plan(kind, OTHER).await;
-        assert!(ran, "{with_other}");
-        assert_eq!(
-            with_pin.replace(PIN, OTHER),
-            with_other,
-            "[{kind}] the plan differs when the literal equals the Secret's value (an oracle)"
-        );
+        let equal = format!("[{kind}] the literal equals the Secret's value");
+        let with_other = reads_the_same(|c| plan(kind, c), (PIN, OTHER), &equal).await;
         assert!(
             with_other.contains("1 to update") && with_other.contains(path),
             "[{kind}] the plan says the path's source changes: {with_other}"
         );
     }
+    h.stop().await;
+}
+
+/// The live Config dropped its `secretRefs` entry, and the change waits (paused here; a
+/// promotion gate or a stall hold it the same way): the remote config still holds the Secret's
+/// value at the path. A pull request matching the live spec, with a guess at that path, was
+/// compared with the remote value ("no change" for the right guess). The path the version
+/// applied last takes from a Secret counts too: the plan reads the same for any guess.
+#[tokio::test]
+async fn plan_against_a_remote_older_than_the_live_spec_tells_nothing_of_the_value() {
+    const PIN: &str = "q5W1";
+    const OTHER: &str = "q5W7";
+    let (h, pinned) = pinned("atk-plan-stale", PIN).await;
+    let configs = h.env.api::<Config>();
+    let paused = json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}});
+    support::merge_patch(&configs, "pinned", paused).await;
+    let mut literal = pinned.clone();
+    literal["config"]["targets"][0]["account_pin"] = json!("live-literal");
+    literal["secretRefs"] = json!(null);
+    support::merge_patch(&configs, "pinned", json!({"spec": literal})).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let plan = |candidate: &'static str| {
+        let mut probing = literal.clone();
+        probing["config"]["targets"][0]["account_pin"] = json!(candidate);
+        probing.as_object_mut().unwrap().remove("secretRefs");
+        let manifest = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+            "metadata": {"name": "pinned", "namespace": h.env.namespace}, "spec": probing});
+        plan_with_cluster(&h, dir.path(), format!("{candidate}.yaml"), manifest)
+    };
+    let holds = "the guess equals the value the remote still holds";
+    reads_the_same(plan, (PIN, OTHER), holds).await;
+    h.stop().await;
+}
+
+/// A pull request names a Secret of the namespace it cannot read (`secretRefs` at a path of its
+/// own), and keeps candidates in a document the remote config holds as well: the plan read the
+/// Secret and masked, on the remote's side only, the candidate equal to it. The manifest's own
+/// Secrets are never read: every candidate reads the same.
+#[tokio::test]
+async fn plan_reads_no_secret_only_the_manifest_names() {
+    const PIN: &str = "7305";
+    let h = with_pins("atk-plan-chosen", PIN).await;
+    let candidates: Vec<String> = (7300..7310).map(|n| n.to_string()).collect();
+    let spec = json!({"name": "mine", "config": {"strategy": {"mode": "single"},
+        "targets": [{"provider": "@openai", "override_params": {"c": candidates}}]}});
+    support::objects::create::<Config>(&h.env, "mine", spec.clone()).await;
+    h.wait_for::<Config>("mine", WAIT, |c| c.ready()).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut probing = spec.clone();
+    probing["secretRefs"] = json!([{"path": "/targets/0/zz",
+                                    "secretKeyRef": {"name": "pins", "key": "pin"}}]);
+    let manifest = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": "mine", "namespace": h.env.namespace}, "spec": probing});
+    let (ran, out) = plan_with_cluster(&h, dir.path(), "chosen.yaml".into(), manifest).await;
+    assert!(ran, "{out}");
+    assert!(out.contains("(secret pins/pin)"), "{out}");
+    assert!(
+        !out.contains("<masked"),
+        "a remote candidate was masked by the value of a Secret only the manifest names: {out}"
+    );
     h.stop().await;
 }
 
@@ -543,6 +621,51 @@ async fn plan_of_an_adopted_integration_shows_no_secret_backed_setting() {
         leaks.join("\n")
     );
     cleanup_with_integration(env, &victim).await;
+}
+
+/// The live Integration dropped its `secretRefs` entry for `custom_host` and wrote a literal,
+/// not applied yet (not Ready at its generation): the remote integration still holds the
+/// Secret's value there. The plan printed it as the remote side of every plan, and said "no
+/// change" to a manifest guessing it right. An Integration records no paths it applied, so
+/// none of its configurations' values show until its spec is applied.
+#[tokio::test]
+async fn plan_of_an_integration_not_applied_yet_shows_no_value_it_held() {
+    const GUESS: &str = "https://proxy.victim.example/v1?api-key=SECRETQ-0000aa";
+    let env = support::TestEnv::new("atk-plan-unapplied").await;
+    let (_emulator, url) = emulator().await;
+    let slug = "victim-held";
+    let name = format!("held-{}", env.namespace);
+    victim_integration(&env, &url, &name, slug).await;
+    let integrations = kube::Api::<aigw::resources::Integration>::all(env.client.clone());
+    let literal = json!({"spec": {"secretRefs": null,
+        "configurations": {"custom_host": "https://live.example"}}});
+    support::merge_patch(&integrations, &name, literal).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path());
+    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
+    let mut seen = Vec::new();
+    for guess in [VICTIM_HOST, GUESS] {
+        let probe = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Integration",
+            "metadata": {"name": name},
+            "spec": {"name": "victim openai", "aiProviderId": "openai", "slug": slug,
+                     "configurations": {"custom_host": guess}}});
+        let probe = write(dir.path(), "probe.yaml", &probe);
+        let extra = ["--kubeconfig", kubeconfig.as_str()];
+        let out = plan_ran("unapplied", (&probe, "human"), (&url, &token), &extra).await;
+        seen.push(out);
+    }
+    assert!(
+        !seen[1].contains("SECRETQ-9f3a7c"),
+        "the plan printed the value the remote still holds: {}",
+        seen[1]
+    );
+    assert_eq!(
+        seen[0].replace(VICTIM_HOST, GUESS),
+        seen[1],
+        "the plan differs when the guess equals the value the remote still holds (an oracle)"
+    );
+    cleanup_with_integration(env, &name).await;
 }
 
 /// Another team's guardrail whose `on_fail` feedback metadata holds a webhook its Guardrail

@@ -840,10 +840,9 @@ impl Harness {
         cluster_selector: &str,
         claims: aigw::controller::state::claim_guard::ClaimMode,
     ) -> Installation {
-        let token = format!(
-            "{id}-token-{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
-        );
+        // Random, as a real token is: one holding the installation's id would be concealed
+        // wherever a message names the installation (the operator conceals its own token).
+        let token = format!("tok-{}", uuid::Uuid::new_v4().simple());
         let emulator = aigw::emulator::spawn(EmulatorOptions::new(&token))
             .await
             .expect("emulator did not start");
