@@ -309,6 +309,11 @@ impl Client {
         self.inner.token.handed_out()
     }
 
+    /// True while a clone of this client is held somewhere else than here.
+    pub fn held_elsewhere(&self) -> bool {
+        Arc::strong_count(&self.inner) > 1
+    }
+
     pub fn management_url(&self) -> &str {
         &self.inner.management_url
     }

@@ -23,8 +23,8 @@ pub struct OAuth2ClientCredentials {
     scope: Option<String>,
     http: reqwest::Client,
     cached: Mutex<Option<Cached>>,
-    /// The last tokens fetched, the latest last ([`TokenSource::handed_out`]).
-    minted: Mutex<std::collections::VecDeque<SecretString>>,
+    /// The tokens fetched before the cached one ([`TokenSource::handed_out`]).
+    replaced: super::token::Replaced,
     /// One fetch at a time: concurrent callers wait for it instead of fetching too.
     fetching: tokio::sync::Mutex<()>,
 }
@@ -69,9 +69,17 @@ impl OAuth2ClientCredentials {
             scope,
             http,
             cached: Mutex::new(None),
-            minted: Mutex::default(),
+            replaced: Default::default(),
             fetching: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// `next` cached instead of the token cached now, which is kept among the replaced.
+    fn replace(&self, next: Option<Cached>) {
+        let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(previous) = std::mem::replace(&mut *cached, next) {
+            self.replaced.push(previous.token);
+        }
     }
 
     fn fresh(&self) -> Option<SecretString> {
@@ -139,12 +147,12 @@ impl OAuth2ClientCredentials {
                 "the token endpoint returned an empty access_token".into(),
             ));
         }
-        super::token::keep(&self.minted, body.access_token.clone());
         let lifetime = Duration::from_secs(body.expires_in.unwrap_or(900));
-        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = Some(Cached {
+        let fetched = Cached {
             token: body.access_token.clone(),
             refresh_at: sent + lifetime.mul_f64(0.75),
-        });
+        };
+        self.replace(Some(fetched));
         tracing::debug!(lifetime = ?lifetime, "fetched an OAuth2 access token");
         Ok(body.access_token)
     }
@@ -166,12 +174,15 @@ impl TokenSource for OAuth2ClientCredentials {
     }
 
     fn invalidate(&self) {
-        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.replace(None);
     }
 
     fn handed_out(&self) -> Vec<SecretString> {
-        let minted = self.minted.lock().unwrap_or_else(|e| e.into_inner());
-        minted.iter().cloned().collect()
+        // `cached`, then `replaced`, as `replace` takes them.
+        let cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tokens = self.replaced.recent();
+        tokens.extend(cached.as_ref().map(|c| c.token.clone()));
+        tokens
     }
 }
 

@@ -4,6 +4,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::time::{Duration, Instant};
 
 use super::error::ApiError;
 use super::secret::SecretString;
@@ -71,24 +72,34 @@ impl TokenSource for StaticToken {
 pub struct FileToken {
     path: PathBuf,
     current: std::sync::Mutex<(SecretString, Option<(std::time::SystemTime, u64)>)>,
-    /// The tokens the file held before the current one, the latest last (at most
-    /// [`HANDED_OUT_KEPT`]).
-    earlier: std::sync::Mutex<std::collections::VecDeque<SecretString>>,
+    /// The tokens the file held before the current one.
+    replaced: Replaced,
 }
 
-/// How many tokens a source that replaces its token remembers having handed out.
-pub(super) const HANDED_OUT_KEPT: usize = 16;
+/// How long a replaced token may still ride a request (its timeout and retries) whose answer
+/// quotes it: [`TokenSource::handed_out`] answers with it that long.
+pub(super) const IN_FLIGHT: Duration = Duration::from_secs(300);
 
-/// `token` added to `kept`, the latest last, at most [`HANDED_OUT_KEPT`] kept.
-pub(super) fn keep(
-    kept: &std::sync::Mutex<std::collections::VecDeque<SecretString>>,
-    token: SecretString,
-) {
-    let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
-    if kept.len() == HANDED_OUT_KEPT {
-        kept.pop_front();
+/// The tokens a source replaced, each with when; at most 16, none older than [`IN_FLIGHT`].
+#[derive(Debug, Default)]
+pub(super) struct Replaced(std::sync::Mutex<std::collections::VecDeque<(SecretString, Instant)>>);
+
+impl Replaced {
+    pub(super) fn push(&self, token: SecretString) {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|(_, at)| at.elapsed() < IN_FLIGHT);
+        if kept.len() == 16 {
+            kept.pop_front();
+        }
+        kept.push_back((token, Instant::now()));
     }
-    kept.push_back(token);
+
+    /// The tokens replaced less than [`IN_FLIGHT`] ago.
+    pub(super) fn recent(&self) -> Vec<SecretString> {
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let recent = kept.iter().filter(|(_, at)| at.elapsed() < IN_FLIGHT);
+        recent.map(|(token, _)| token.clone()).collect()
+    }
 }
 
 impl FileToken {
@@ -98,7 +109,7 @@ impl FileToken {
         let token = StaticToken::from_file(&path)?.0;
         Ok(Self {
             current: std::sync::Mutex::new((token, stamp(&path))),
-            earlier: std::sync::Mutex::default(),
+            replaced: Replaced::default(),
             path,
         })
     }
@@ -111,7 +122,7 @@ impl FileToken {
                 Ok(token) => {
                     tracing::info!(path = %self.path.display(), "token file changed; using the new token");
                     let (replaced, _) = std::mem::replace(&mut *current, (token.0, now));
-                    keep(&self.earlier, replaced);
+                    self.replaced.push(replaced);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "token file changed but cannot be used; keeping the last token")
@@ -134,11 +145,10 @@ impl TokenSource for FileToken {
     }
 
     fn handed_out(&self) -> Vec<SecretString> {
-        let mut tokens: Vec<SecretString> = {
-            let earlier = self.earlier.lock().unwrap_or_else(|e| e.into_inner());
-            earlier.iter().cloned().collect()
-        };
+        // `current`, then `replaced`, as `refresh` takes them: a token being replaced is in one
+        // of the two.
         let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tokens = self.replaced.recent();
         tokens.push(current.0.clone());
         tokens
     }

@@ -581,9 +581,8 @@ static BODY_SECRETS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::
 
 /// Adds `values` to those `main` conceals in an error ([`body_secrets`]).
 fn confided(values: impl IntoIterator<Item = String>) {
-    if let Ok(mut known) = BODY_SECRETS.lock() {
-        known.extend(values.into_iter().filter(|value| !value.is_empty()));
-    }
+    let mut known = BODY_SECRETS.lock().unwrap_or_else(|e| e.into_inner());
+    known.extend(values.into_iter().filter(|value| !value.is_empty()));
 }
 
 /// Where values to conceal are known only later (the tokens a Connection's client obtains
@@ -593,9 +592,8 @@ static CONFIDED_LATER: std::sync::Mutex<Vec<Later>> = std::sync::Mutex::new(Vec:
 
 /// `values` is asked, when `main` prints an error, for more values to conceal in it.
 pub(crate) fn confide_later(values: impl Fn() -> Vec<String> + Send + 'static) {
-    if let Ok(mut later) = CONFIDED_LATER.lock() {
-        later.push(Box::new(values));
-    }
+    let mut later = CONFIDED_LATER.lock().unwrap_or_else(|e| e.into_inner());
+    later.push(Box::new(values));
 }
 
 /// An API's error may quote the credentials it was sent: the token of `--token-file` and the
@@ -625,10 +623,12 @@ const SENSITIVE_BODY_FIELDS: &[&str] = &["key", "auth_config", "configurations"]
 /// What [`read_body`] read of sensitive fields, the token and the header values, and what the
 /// clients of Connections sent ([`confide_later`]), to conceal in an error.
 pub fn body_secrets() -> Vec<String> {
-    let mut values = BODY_SECRETS.lock().map(|v| v.clone()).unwrap_or_default();
-    if let Ok(later) = CONFIDED_LATER.lock() {
-        values.extend(later.iter().flat_map(|values| values()));
-    }
+    let mut values = BODY_SECRETS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let later = CONFIDED_LATER.lock().unwrap_or_else(|e| e.into_inner());
+    values.extend(later.iter().flat_map(|values| values()));
     values.retain(|value| !value.is_empty());
     values
 }

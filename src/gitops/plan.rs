@@ -167,12 +167,16 @@ impl Entry {
         if moved.is_empty() || self.reason.is_some() {
             return self;
         }
-        let reason = format!(
-            "{} change(s) source (a Secret's value, or the manifest's): shown changed whatever the values",
+        self.because(&format!(
+            "{}: the source of the value (a Secret, or a literal) differs between this manifest and what the remote holds or the live spec says: shown changed whatever the values",
             moved.join(", ")
-        );
+        ))
+    }
+
+    /// The entry with `reason`.
+    pub(super) fn because(self, reason: &str) -> Self {
         Entry {
-            reason: Some(reason),
+            reason: Some(reason.to_string()),
             ..self
         }
     }

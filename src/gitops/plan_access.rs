@@ -165,21 +165,32 @@ impl Planner<'_> {
             ),
             None => compared(&counterpart, changes),
         };
+        let planned = match (unapplied, &planned.reason) {
+            (true, None) => planned.because(
+                "the live Integration's spec is not applied yet (not Ready at its generation): the remote configurations may still hold a Secret's value where that spec no longer says, so none of their values show",
+            ),
+            _ => planned,
+        };
         Ok(planned.with_values_hidden(hidden).identified(&remote.id))
     }
 }
 
-/// Whether `integration`'s spec was applied at its generation (Ready at it).
+/// Whether `integration`'s spec was applied at its generation: Ready at it, and not merely
+/// observed (`managementPolicy: Observe` is Ready, reason `Observed`, writing nothing).
 fn applied(integration: &Integration) -> bool {
-    let conditions = integration
-        .status
-        .iter()
-        .flat_map(|s| &s.managed.conditions);
-    conditions.into_iter().any(|c| {
-        c.type_ == "Ready"
-            && c.status == "True"
-            && c.observed_generation == integration.metadata.generation
-    })
+    let Some(status) = &integration.status else {
+        return false;
+    };
+    let conditions = &status.managed.conditions;
+    let ready = crate::resources::common::find_condition(
+        conditions,
+        crate::resources::common::condition::READY,
+    );
+    crate::controller::spec_already_applied(
+        integration.metadata.generation,
+        status.managed.observed_generation,
+        conditions,
+    ) && ready.is_some_and(|c| c.reason != "Observed")
 }
 
 /// Replaces, in `current` (the read) and `desired`, the value at every path the spec takes from

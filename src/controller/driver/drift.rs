@@ -650,6 +650,8 @@ async fn run<K: Listed>(ctx: Arc<Context>, reads: Reads<K>) {
             // kind's reconciles go on.
             let this_pass = std::panic::AssertUnwindSafe(pass(&ctx, &reads, since, started));
             let Ok(asked) = futures::FutureExt::catch_unwind(this_pass).await else {
+                // The full reads that fell due in it are the next pass's to send.
+                swept = since;
                 ctx.metrics.reconcile_panicked(K::KIND);
                 error!(
                     kind = K::KIND,
@@ -802,14 +804,27 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
 }
 
 /// Hands each item of every lane to `ask`, a lane's items `spacing` apart and the lanes at the
-/// same time; a lane stops at the first item `ask` refuses. How many were asked.
+/// same time, but no two items closer than the shortest lane's spacing: together the lanes
+/// queue no more reads for the reconciles (whose `--concurrency` they share with the users'
+/// changes) than the fastest Connection alone would. A lane stops at the first item `ask`
+/// refuses. How many were asked.
 async fn paced<T>(lanes: Vec<(Duration, Vec<T>)>, ask: &(impl Fn(T) -> bool + Sync)) -> usize {
+    let shortest = lanes.iter().map(|(spacing, _)| *spacing).min();
+    let next = Mutex::new(tokio::time::Instant::now());
+    let turn = || {
+        let mut next = lock(&next);
+        let at = (*next).max(tokio::time::Instant::now());
+        *next = at + shortest.unwrap_or_default();
+        at
+    };
+    let turn = &turn;
     let lanes = lanes.into_iter().map(|(spacing, items)| async move {
         let mut asked = 0;
         for (n, item) in items.into_iter().enumerate() {
             if n > 0 {
                 tokio::time::sleep(spacing).await;
             }
+            tokio::time::sleep_until(turn()).await;
             if !ask(item) {
                 break;
             }
@@ -897,14 +912,15 @@ mod tests {
         assert_eq!(paced(lanes, &ask).await, 6);
         let mut asked = lock(&asked).clone();
         asked.sort_by_key(|(item, at)| (*at, *item));
+        // One item a second at most, the fastest lane's pace, whichever lane it is from.
         assert_eq!(
             asked,
             [
-                ("fast-1", 0),
-                ("refused", 0),
                 ("slow-1", 0),
-                ("fast-2", 1),
-                ("fast-3", 2),
+                ("fast-1", 1),
+                ("refused", 2),
+                ("fast-2", 3),
+                ("fast-3", 4),
                 ("slow-2", 10),
                 ("slow-3", 20),
             ]

@@ -143,10 +143,10 @@ pub struct Connections {
     /// How long a request of a client built from a Connection may take (`--api-timeout`).
     api_timeout: Duration,
     clients: Mutex<HashMap<String, Cached>>,
-    /// The clients replaced in `clients` (a new Connection version, or the loser of two built
-    /// at once), the latest last, at most [`RETIRED_KEPT`]: a reconcile or a drift pass that
-    /// holds one still sends its tokens, and an answer may quote them.
-    retired: Mutex<std::collections::VecDeque<Cached>>,
+    /// The clients a new Connection version replaced in `clients`, with when, the latest last,
+    /// at most [`RETIRED_KEPT`]: a reconcile or a drift pass that holds one still sends its
+    /// tokens, and an answer may quote them.
+    retired: Mutex<std::collections::VecDeque<(Cached, std::time::Instant)>>,
     /// Namespace labels (for namespace selectors), from a metadata-only watch.
     namespaces: StoreList<PartialObjectMeta<Namespace>>,
     /// The Secrets of `secret_namespace`, from a watch, so resolving a client reads none.
@@ -625,17 +625,22 @@ impl Connections {
             client,
             secrets,
         };
-        let replaced = self
-            .clients
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name, cached.clone());
-        if let Some(replaced) = replaced {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        // Built at once by another reconcile for the same version: that one is kept, this one
+        // (which sent nothing yet) dropped.
+        if let Some(same) = clients
+            .get(&name)
+            .filter(|c| c.fingerprint == cached.fingerprint)
+        {
+            return Ok(same.clone());
+        }
+        if let Some(replaced) = clients.insert(name, cached.clone()) {
+            // Under `clients`, as `secret_values` takes them: never missing from both.
             let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
             if retired.len() == RETIRED_KEPT {
                 retired.pop_front();
             }
-            retired.push_back(replaced);
+            retired.push_back((replaced, std::time::Instant::now()));
         }
         Ok(cached)
     }
@@ -646,10 +651,13 @@ impl Connections {
     /// client of the operator's flags: no message it writes may carry one.
     pub fn secret_values(&self) -> Vec<String> {
         let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        // A replaced client counts while a reconcile or a drift pass still holds it, or its
+        // last requests may still be answered.
+        retired.retain(|(c, at)| c.client.held_elsewhere() || at.elapsed() < RETIRED_FOR);
         let mut values: Vec<String> = clients
             .values()
-            .chain(retired.iter())
+            .chain(retired.iter().map(|(c, _)| c))
             .flat_map(|c| c.secrets.iter().cloned().chain(c.token.handed_out()))
             .chain(self.default.iter().flat_map(Client::tokens_sent))
             .map(|s| s.expose().to_string())
@@ -777,6 +785,10 @@ fn progress<K>(event: kube::runtime::watcher::Event<K>) -> kube::runtime::watche
 
 /// How many replaced clients [`Connections::secret_values`] still answers for.
 const RETIRED_KEPT: usize = 32;
+
+/// How long a replaced client nobody holds any more still counts: its last requests' timeout
+/// and retries.
+const RETIRED_FOR: Duration = Duration::from_secs(300);
 
 #[derive(Clone)]
 struct Cached {
