@@ -774,16 +774,15 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
     // One budget per Connection, however many workspaces it listed: each Connection's reads
     // are paced by its own drift share, at the same time as the others', so a tenant's slow
     // Connection holds back no other tenant's reads. A Connection not listed in this pass
-    // (only full reads fell due) is paced as the slowest listed.
-    let mut lanes: BTreeMap<String, Vec<(Arc<K>, &'static str)>> = BTreeMap::new();
-    for (object, why) in due {
-        let connection = object.connection_name().to_string();
-        lanes.entry(connection).or_default().push((object, why));
-    }
-    let lanes = lanes.into_iter().map(|(connection, objects)| {
-        let qps = qps_of.get(&connection).copied().unwrap_or(slowest);
-        (spacing(&ctx.drift.settings, qps, objects.len()), objects)
-    });
+    // (only full reads fell due) is paced by its client's qps, or as the slowest listed.
+    let due = due
+        .into_iter()
+        .map(|read| (read.0.connection_name().to_string(), read));
+    let qps = |connection: &str| {
+        let listed = qps_of.get(connection).copied();
+        listed.or_else(|| ctx.connections.qps_of(connection))
+    };
+    let lanes = lanes(&ctx.drift.settings, due, qps, slowest);
     let ask = |(object, why): (Arc<K>, &'static str)| {
         let reference = ObjectRef::from_obj(object.as_ref());
         debug!(kind = K::KIND, object = %reference, why, "drift: reading again");
@@ -792,7 +791,7 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         // No controller listening (shutting down): nothing more to ask.
         reads.send(reference).is_ok()
     };
-    let asked = paced(lanes.collect(), &ask).await;
+    let asked = paced(lanes, &ask).await;
     if asked > 0 {
         info!(
             kind = K::KIND,
@@ -801,6 +800,26 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         );
     }
     asked
+}
+
+/// The reads `due` asks for, one lane per Connection (the name beside each read), each
+/// [`spacing`] by its Connection's drift share: of `qps` of it where known (`Some(None)`: a
+/// client without a limit), else of `fallback`.
+fn lanes<T>(
+    settings: &DriftSettings,
+    due: impl IntoIterator<Item = (String, T)>,
+    qps: impl Fn(&str) -> Option<Option<f64>>,
+    fallback: Option<f64>,
+) -> Vec<(Duration, Vec<T>)> {
+    let mut by_connection: BTreeMap<String, Vec<T>> = BTreeMap::new();
+    for (connection, read) in due {
+        by_connection.entry(connection).or_default().push(read);
+    }
+    let lane = |(connection, reads): (String, Vec<T>)| {
+        let qps = qps(&connection).unwrap_or(fallback);
+        (spacing(settings, qps, reads.len()), reads)
+    };
+    by_connection.into_iter().map(lane).collect()
 }
 
 /// Hands each item of every lane to `ask`, a lane's items `spacing` apart and the lanes at the
@@ -925,6 +944,47 @@ mod tests {
                 ("slow-3", 20),
             ]
         );
+    }
+
+    /// One lane per Connection, spaced by its own qps where known, else by the fallback.
+    #[test]
+    fn each_connection_gets_a_lane_of_its_own() {
+        let settings = DriftSettings {
+            interval: Duration::from_secs(40),
+            full_read_interval: Duration::from_secs(3600),
+            qps_share: 0.5,
+        };
+        let due = [
+            ("slow", 1),
+            ("fast", 2),
+            ("slow", 3),
+            ("unlisted", 4),
+            ("free", 5),
+        ]
+        .map(|(c, n)| (c.to_string(), n));
+        let qps = |connection: &str| match connection {
+            "slow" => Some(Some(0.25)),
+            "fast" => Some(Some(100.0)),
+            "free" => Some(None),
+            _ => None,
+        };
+        let secs = |s: f64| Duration::from_secs_f64(s);
+        assert_eq!(
+            lanes(&settings, due, qps, Some(2.0)),
+            vec![
+                // 10 s: a quarter of the interval for its one read; its qps allows more.
+                (secs(10.0), vec![2]),
+                (secs(10.0), vec![5]),
+                // 8 s: 1 / (0.25 qps × 0.5 share), more than its two reads' spread (5 s).
+                (secs(8.0), vec![1, 3]),
+                // 10 s again: its one read spread over a quarter of the interval, the
+                // fallback's 1 s budget allowing more.
+                (secs(10.0), vec![4]),
+            ]
+        );
+        let crowded = (0..100).map(|n| ("unlisted".to_string(), n));
+        let spaced = lanes(&settings, crowded, |_| None, Some(2.0));
+        assert_eq!(spaced[0].0, secs(1.0), "1 / (2 qps × 0.5 share)");
     }
 
     #[test]

@@ -667,6 +667,18 @@ impl Connections {
         values
     }
 
+    /// The qps of the client built for Connection `name` (for `default` without one, the
+    /// client of the operator's flags), if one was built: `Some(None)` for a client without a
+    /// limit.
+    pub fn qps_of(&self, name: &str) -> Option<Option<f64>> {
+        let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        match clients.get(name) {
+            Some(cached) => Some(cached.client.qps()),
+            None if name == "default" => self.default.as_ref().map(Client::qps),
+            None => None,
+        }
+    }
+
     /// Checks that a token can be obtained with this Connection (its Secrets exist, the
     /// client credentials are accepted).
     pub async fn probe(&self, connection: &Connection) -> Result<(), Error> {
