@@ -80,7 +80,11 @@ pub struct FileToken {
 /// quotes it: [`TokenSource::handed_out`] answers with it that long.
 pub(super) const IN_FLIGHT: Duration = Duration::from_secs(300);
 
-/// The tokens a source replaced, each with when; at most 16, none older than [`IN_FLIGHT`].
+/// How many replaced tokens a source remembers at most (within [`IN_FLIGHT`]).
+const REPLACED_KEPT: usize = 16;
+
+/// The tokens a source replaced, each with when; at most [`REPLACED_KEPT`], none older than
+/// [`IN_FLIGHT`].
 #[derive(Debug, Default)]
 pub(super) struct Replaced(std::sync::Mutex<std::collections::VecDeque<(SecretString, Instant)>>);
 
@@ -88,7 +92,7 @@ impl Replaced {
     pub(super) fn push(&self, token: SecretString) {
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
         kept.retain(|(_, at)| at.elapsed() < IN_FLIGHT);
-        if kept.len() == 16 {
+        if kept.len() == REPLACED_KEPT {
             kept.pop_front();
         }
         kept.push_back((token, Instant::now()));

@@ -418,7 +418,7 @@ pub(crate) fn connect(args: &ConnectionArgs) -> anyhow::Result<Client> {
         .clone()
         .unwrap_or_else(|| format!("{}/v1", management_url.trim_end_matches('/')));
     let token = Arc::new(StaticToken::from_file(token_file)?);
-    confide_credentials(args);
+    confide_credentials(&token, args);
     let mut config = ClientConfig::new(management_url, gateway_url, token).timeout(args.timeout);
     for (name, value) in &args.headers {
         config = config.header(name.clone(), SecretString::new(value.clone()));
@@ -596,18 +596,13 @@ pub(crate) fn confide_later(values: impl Fn() -> Vec<String> + Send + 'static) {
     later.push(Box::new(values));
 }
 
-/// An API's error may quote the credentials it was sent: the token of `--token-file` and the
-/// `--header` values are concealed in what `main` prints. Not the values of headers that
-/// describe the request (`Content-Type=application/json`): concealing them would withhold every
-/// message that names the media type.
-pub(crate) fn confide_credentials(args: &ConnectionArgs) {
-    if let Some(text) = args
-        .token_file
-        .as_ref()
-        .and_then(|file| std::fs::read_to_string(file).ok())
-    {
-        confided([text.trim().to_string()]);
-    }
+/// An API's error may quote the credentials it was sent: the token read from `--token-file`
+/// and the `--header` values are concealed in what `main` prints. Not the values of headers
+/// that describe the request (`Content-Type=application/json`): concealing them would withhold
+/// every message that names the media type.
+pub(crate) fn confide_credentials(token: &StaticToken, args: &ConnectionArgs) {
+    use aigw::api::TokenSource;
+    confided(token.handed_out().iter().map(|t| t.expose().to_string()));
     let describing = ["content-type", "accept", "user-agent"];
     let confidential = args
         .headers

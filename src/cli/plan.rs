@@ -224,7 +224,7 @@ fn client_with_token_file(
         .as_ref()
         .context("--token-file is required")?;
     let token = Arc::new(StaticToken::from_file(token_file)?);
-    super::api::confide_credentials(flags);
+    super::api::confide_credentials(&token, flags);
     let mut config = ClientConfig::new(management_url, gateway_url, token).timeout(flags.timeout);
     for header in &spec.headers {
         let given = flags

@@ -246,10 +246,11 @@ pub async fn create(
     if body.get("rate_limits").is_some_and(|v| !v.is_null()) {
         rate_limits(&body["rate_limits"], "rate_limits")?;
         // Live: "Inline provider rate limits on create currently fail … with upstream HTTP 503".
-        return Err(EmulatorError::Injected {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            message: "inline provider rate limits on create are not supported upstream".into(),
-        });
+        let message = "inline provider rate limits on create are not supported upstream";
+        return Err(EmulatorError::injected(
+            StatusCode::SERVICE_UNAVAILABLE,
+            message,
+        ));
     }
     let integration_id = {
         let integrations = lock(&state.integrations);

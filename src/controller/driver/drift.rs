@@ -716,8 +716,6 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         }
     }
     let mut slowest: Option<f64> = None;
-    // Each listed Connection's qps, which paces the reads asked of its objects.
-    let mut qps_of: HashMap<String, Option<f64>> = HashMap::new();
     for ((connection, workspace), members) in groups {
         let (client, refused) = client_for_group(ctx, &connection, &members).await;
         let (refused, members): (Vec<Arc<K>>, Vec<Arc<K>>) = members
@@ -736,7 +734,6 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         };
         listed += members.len();
         let qps = client.qps();
-        qps_of.insert(connection.clone(), qps);
         slowest = match (slowest, qps) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -773,15 +770,12 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
     ctx.drift.fit_full_read(ctx, K::KIND, listed, slowest);
     // One budget per Connection, however many workspaces it listed: each Connection's reads
     // are paced by its own drift share, at the same time as the others', so a tenant's slow
-    // Connection holds back no other tenant's reads. A Connection not listed in this pass
-    // (only full reads fell due) is paced by its client's qps, or as the slowest listed.
+    // Connection holds back no other tenant's reads. A Connection no client was built for yet
+    // (only full reads fell due) is paced as the slowest listed.
     let due = due
         .into_iter()
         .map(|read| (read.0.connection_name().to_string(), read));
-    let qps = |connection: &str| {
-        let listed = qps_of.get(connection).copied();
-        listed.or_else(|| ctx.connections.qps_of(connection))
-    };
+    let qps = |connection: &str| ctx.connections.qps_of(connection);
     let lanes = lanes(&ctx.drift.settings, due, qps, slowest);
     let ask = |(object, why): (Arc<K>, &'static str)| {
         let reference = ObjectRef::from_obj(object.as_ref());

@@ -78,6 +78,17 @@ pub enum EmulatorError {
 }
 
 impl EmulatorError {
+    /// An injected fault's answer ([`EmulatorError::Injected`]).
+    pub fn injected(
+        status: StatusCode,
+        message: impl Into<std::borrow::Cow<'static, str>>,
+    ) -> Self {
+        Self::Injected {
+            status,
+            message: message.into(),
+        }
+    }
+
     pub fn validation(message: impl Into<String>) -> Self {
         Self::Validation(message.into())
     }

@@ -135,11 +135,7 @@ pub async fn inject_faults(
         } else {
             (StatusCode::SERVICE_UNAVAILABLE, "service unavailable")
         };
-        return EmulatorError::Injected {
-            status,
-            message: message.into(),
-        }
-        .into_response();
+        return EmulatorError::injected(status, message).into_response();
     }
     let is_write = matches!(
         *request.method(),
@@ -158,11 +154,7 @@ pub async fn inject_faults(
             Some(token) => format!("this route is failing (failing_routes) for token {token}"),
             None => "this route is failing (failing_routes)".to_string(),
         };
-        return EmulatorError::Injected {
-            status,
-            message: message.into(),
-        }
-        .into_response();
+        return EmulatorError::injected(status, message).into_response();
     }
     let later_page = !is_write && later_page(request.uri().query());
     let dropped_once = endpoint.is_some_and(|e| lock(&state.faults).take_drop_once(&e));
@@ -228,11 +220,7 @@ async fn reshape_object(
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         let message = "the answer's body failed";
         let status = StatusCode::BAD_GATEWAY;
-        return EmulatorError::Injected {
-            status,
-            message: message.into(),
-        }
-        .into_response();
+        return EmulatorError::injected(status, message).into_response();
     };
     let mut object: serde_json::Map<String, serde_json::Value> =
         match serde_json::from_slice(&bytes) {
@@ -253,11 +241,7 @@ async fn echoed(request: Request, next: Next) -> Response {
     let Ok(sent) = axum::body::to_bytes(body, usize::MAX).await else {
         let message = "the request's body failed";
         let status = StatusCode::BAD_REQUEST;
-        return EmulatorError::Injected {
-            status,
-            message: message.into(),
-        }
-        .into_response();
+        return EmulatorError::injected(status, message).into_response();
     };
     let fields: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(&sent).unwrap_or_default();
@@ -332,11 +316,7 @@ fn error_after_commit() -> Response {
         1 => (StatusCode::BAD_GATEWAY, "bad gateway"),
         _ => (StatusCode::SERVICE_UNAVAILABLE, "service unavailable"),
     };
-    EmulatorError::Injected {
-        status,
-        message: message.into(),
-    }
-    .into_response()
+    EmulatorError::injected(status, message).into_response()
 }
 
 /// The answer to a write that was applied: 200 with a truncated, unparseable JSON body.
