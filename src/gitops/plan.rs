@@ -913,11 +913,8 @@ impl Planner<'_> {
         spec.show_secret_refs(&mut current["config"], true);
         let mut fields = spec.diff(&remote);
         let live_refs = managed.as_ref().map(|m| {
-            let applied = m.status.as_ref().and_then(|s| s.history.first());
-            held_at(
-                &m.spec.secret_refs,
-                applied.map(|v| v.secret_refs.as_slice()),
-            )
+            let history = m.status.as_ref().map_or(&[][..], |s| &s.history);
+            held_at(&m.spec.secret_refs, history)
         });
         let moved = sources_moved(live_refs.as_deref(), &spec.secret_refs);
         for path in &moved {
@@ -1200,18 +1197,14 @@ impl Planner<'_> {
             }
         }
         let live_refs = managed.as_ref().map(|m| {
-            let applied = m.guardrail_status().and_then(|s| s.history.first());
-            let applied = applied.map(|v| v.secret_refs.as_slice());
-            held_at(&m.definition().secret_refs, applied)
+            let history = m.guardrail_status().map_or(&[][..], |s| &s.history);
+            held_at(&m.definition().secret_refs, history)
         });
         let moved = sources_moved(live_refs.as_deref(), &definition.secret_refs);
         let mut shown = hidden.clone();
         for path in moved.iter().cloned() {
-            let field = ["checks", "actions"].into_iter().find(|f| {
-                path.strip_prefix('/')
-                    .and_then(|p| p.strip_prefix(f))
-                    .is_some()
-            });
+            let top = path.split('/').nth(1);
+            let field = ["checks", "actions"].into_iter().find(|f| top == Some(*f));
             shown.extend(field.filter(|f| !shown.contains(f)));
             masking.source_moved(path);
         }
@@ -1373,13 +1366,14 @@ pub(super) fn with_hidden(
 }
 
 /// The `secretRefs` entries whose paths may hold a Secret's value remotely, or soon will: the
-/// live resource's spec, and the version aigw applied last (`applied`, newest of
-/// `status.history`), which the remote object holds while a newer spec waits (a promotion
-/// gate, a stall, Observe).
+/// live resource's spec, and the version aigw applied last (the newest of its `history`),
+/// which the remote object holds while a newer spec waits (a promotion gate, a stall,
+/// Observe).
 pub(super) fn held_at(
     spec: &[crate::resources::config::ConfigSecretRef],
-    applied: Option<&[crate::resources::config::ConfigSecretRef]>,
+    history: &[crate::resources::config::AppliedVersion],
 ) -> Vec<crate::resources::config::ConfigSecretRef> {
+    let applied = history.first().map(|v| v.secret_refs.as_slice());
     let mut refs = spec.to_vec();
     refs.extend(applied.unwrap_or_default().iter().cloned());
     refs
