@@ -375,6 +375,10 @@ async fn a_tenant_can_neither_rewrite_nor_remove_a_guarded_claim() {
         .await;
     let tenant: Api<Config> =
         Api::namespaced(support::impersonating(&user).await, &h.env.namespace);
+    // The apiserver's authorizer learns a new RoleBinding from its watch: until it has, the
+    // tenant's patch is refused by RBAC, not by the claim's guard.
+    let allowed = support::wait_until(WAIT, || async { tenant.get("guarded").await.ok() }).await;
+    assert!(allowed.is_some(), "the tenant's Role never took effect");
     for (what, annotations) in [
         ("rewritten", json!({ANNOTATION: other})),
         ("removed", json!({ANNOTATION: null})),
