@@ -230,7 +230,40 @@ impl Process {
     }
 
     fn exited(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_some()
+        self.exit_status().is_some()
+    }
+
+    fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+}
+
+/// A replica that exited on its own, and why.
+#[derive(Debug)]
+struct Exit {
+    replica: String,
+    reason: ExitReason,
+}
+
+#[derive(Debug, PartialEq)]
+enum ExitReason {
+    /// It could not renew its Lease (the apiserver restarting, or a pause): it stops acting
+    /// and exits, by design.
+    LeaseLost,
+    /// Anything else (a panic, a startup failure): the exit status and the last error line.
+    Other(String),
+}
+
+/// Why a replica exited, from its exit status and its log.
+fn exit_reason(status: std::process::ExitStatus, log: &str) -> ExitReason {
+    let last_error = log.lines().rev().find(|line| line.starts_with("error: "));
+    match last_error {
+        Some(line) if line.contains("lost the leader lease") => ExitReason::LeaseLost,
+        Some(line) => ExitReason::Other(format!("{status}: {line}")),
+        None => {
+            let panic = log.lines().find(|line| line.contains("panicked at"));
+            ExitReason::Other(format!("{status}: {}", panic.unwrap_or("no error line")))
+        }
     }
 }
 
@@ -309,7 +342,8 @@ impl Emulator {
 struct Replicas {
     live: Vec<(Process, SocketAddr)>,
     started: usize,
-    unplanned_exits: Vec<String>,
+    /// The replicas that exited on their own, with why ([`exit_reason`]).
+    exits: Vec<Exit>,
     dir: PathBuf,
     /// Where the Leases are (the test's namespace).
     namespace: String,
@@ -340,7 +374,7 @@ impl Replicas {
         Self {
             live: Vec::new(),
             started: 0,
-            unplanned_exits: Vec::new(),
+            exits: Vec::new(),
             dir: dir.to_path_buf(),
             namespace: spread.namespaces[0].clone(),
             watched: spread.namespaces.clone(),
@@ -401,8 +435,12 @@ impl Replicas {
     fn keep_up(&mut self) {
         let mut kept = Vec::new();
         for (mut process, metrics) in std::mem::take(&mut self.live) {
-            if process.exited() {
-                self.unplanned_exits.push(process.name.clone());
+            if let Some(status) = process.exit_status() {
+                let log = std::fs::read_to_string(self.dir.join(format!("{}.log", process.name)));
+                self.exits.push(Exit {
+                    replica: process.name.clone(),
+                    reason: exit_reason(status, &log.unwrap_or_default()),
+                });
             } else {
                 kept.push((process, metrics));
             }
@@ -1420,6 +1458,10 @@ async fn exactly_once_under_kills_failover_and_faults() {
     let stuck = delete_everything(&spread).await;
     emulator.faults("{}").await;
     let lost = lost_deletes(&emulator.state().await, &uids);
+    let (lease_lost, unplanned): (Vec<&Exit>, Vec<&Exit>) = replicas
+        .exits
+        .iter()
+        .partition(|exit| exit.reason == ExitReason::LeaseLost);
 
     let max_takeover = chaos.takeovers.iter().copied().fold(0.0, f64::max);
     let rounded: Vec<f64> = chaos
@@ -1431,7 +1473,8 @@ async fn exactly_once_under_kills_failover_and_faults() {
         "kills": chaos.takeovers.len(),
         "apiserver_restarts": chaos.apiserver_restarts,
         "deleted_during_create": chaos.deleted_during_create,
-        "unplanned_exits": replicas.unplanned_exits.len(),
+        "lease_lost_exits": lease_lost.len(),
+        "unplanned_exits": unplanned.len(),
         "resources": scale.configs + scale.policies + scale.deployments + scale.api_keys,
         "api_keys": scale.api_keys,
         "duplicates": duplicates.extra,
@@ -1484,6 +1527,14 @@ async fn exactly_once_under_kills_failover_and_faults() {
     let within = format!("not deleted (finalizer stuck) within {SETTLE_TIMEOUT:?}");
     assert_empty(&stuck, &within);
     assert_empty(&lost, "remote objects left after deleting everything");
+    let unplanned: Vec<String> = unplanned
+        .iter()
+        .map(|exit| format!("{}: {:?}", exit.replica, exit.reason))
+        .collect();
+    assert_empty(
+        &unplanned,
+        "replicas that exited for another reason than a lost Lease",
+    );
     let refused = refusals(&dir, &chaos.outages);
     assert!(
         refused.is_empty(),

@@ -361,10 +361,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     });
     match elector {
         Some(elector) => run_elected(ctx, settings, elector).await,
-        None => {
-            controller::run(ctx, settings).await;
-            Ok(())
-        }
+        None => Ok(controller::run(ctx, settings).await?),
     }
 }
 
@@ -382,10 +379,10 @@ async fn run_elected(
         let _ = stopped.await;
     }));
     tokio::select! {
-        () = controller::run(ctx, settings) => {
+        ran = controller::run(ctx, settings) => {
             let _ = stop.send(());
             campaign.await??;
-            Ok(())
+            Ok(ran?)
         }
         ended = &mut campaign => {
             let lost = match ended? {

@@ -527,7 +527,7 @@ async fn run_kind<K: Managed>(
         // each change of a Secret aigw delivered, heard once the delivered-Secrets cache (which
         // the reconcile reads) holds it, wakes the resource that owns it.
         let secrets = ctx.relay.subscribe::<Secret>(namespace.clone());
-        controller = controller.watches_shared_stream(secrets, |secret: Arc<Secret>| {
+        let owner = |secret: Arc<Secret>| {
             let namespace = secret.metadata.namespace.clone().unwrap_or_default();
             secret
                 .metadata
@@ -537,8 +537,10 @@ async fn run_kind<K: Managed>(
                 .filter(|o| o.controller == Some(true) && o.kind == K::KIND)
                 .filter(|o| o.api_version.starts_with("aigw.io/"))
                 .map(|o| ObjectRef::<K>::new(&o.name).within(&namespace))
-                .collect::<Vec<_>>()
-        });
+                .collect()
+        };
+        let owner = relay::contained(ctx.metrics.clone(), owner);
+        controller = controller.watches_shared_stream(secrets, owner);
     }
     if let Some(reads) = &drift {
         controller = controller.reconcile_on(drift::reads_for(reads, namespace.clone()));
@@ -770,14 +772,14 @@ async fn run_rollouts(
     };
     let controller = relay::requeue_when(
         controller,
-        &ctx.relay,
+        &ctx,
         ns,
         store.clone(),
         move |rollout: &ConfigRollout, key: &ApiKey| beside(rollout, &key.metadata),
     );
     relay::requeue_when(
         controller,
-        &ctx.relay,
+        &ctx,
         ns,
         store,
         move |rollout: &ConfigRollout, config: &Config| {
@@ -819,9 +821,19 @@ async fn follow_leadership(ctx: Arc<Context>) {
     }
 }
 
+/// A controller ended in a panic that no reconcile or trigger kept to its object (one in
+/// kube-runtime's own code: a bug). The process stops so that its pod restarts with every
+/// controller, as controller-runtime's manager does when a controller fails, rather than go on
+/// without that kind for every namespace it serves.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "a controller ended in a panic (a bug); stopping so that the process restarts with every controller"
+)]
+pub struct ControllerPanicked;
+
 /// Runs every controller until the process receives a termination signal or the returned
-/// future is dropped.
-pub async fn run(ctx: Arc<Context>, settings: Settings) {
+/// future is dropped; `Err` at once when a controller ends in a panic.
+pub async fn run(ctx: Arc<Context>, settings: Settings) -> Result<(), ControllerPanicked> {
     let namespaces = settings.watched_namespaces();
     info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, drift_interval = ?settings.drift_interval, "starting controllers");
     if !settings.namespaces.is_empty() && settings.cluster_selector.is_none() {
@@ -885,9 +897,21 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     let mut handles: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
     handles.extend(helpers.iter().map(|t| t.abort_handle()));
     let _abort_on_drop = AbortOnDrop(handles);
-    for task in tasks {
-        let _ = task.await;
+    until_one_panics(tasks).await
+}
+
+/// Waits for every task to end, or for the first to end in a panic, whichever comes first.
+async fn until_one_panics(
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+) -> Result<(), ControllerPanicked> {
+    let mut running: futures::stream::FuturesUnordered<_> = tasks.into_iter().collect();
+    while let Some(ended) = running.next().await {
+        if ended.is_err_and(|e| e.is_panic()) {
+            error!("a controller ended in a panic (a bug): stopping");
+            return Err(ControllerPanicked);
+        }
     }
+    Ok(())
 }
 
 struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
@@ -977,6 +1001,20 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::runtime::watcher::Event;
+
+    /// A controller that ends in a panic ends the wait at once, though another still runs; tasks
+    /// that end without one are waited for.
+    #[tokio::test]
+    async fn a_controller_that_panics_ends_the_run() {
+        let forever = tokio::spawn(std::future::pending::<()>());
+        let panics = tokio::spawn(async {
+            let bug: Option<()> = std::hint::black_box(None);
+            bug.expect("a bug");
+        });
+        assert!(until_one_panics(vec![forever, panics]).await.is_err());
+        let done = vec![tokio::spawn(async {}), tokio::spawn(async {})];
+        assert!(until_one_panics(done).await.is_ok());
+    }
 
     /// A reconcile that panics comes back as a requeue of its object, not as the panic that
     /// would end the controller of every namespace; any other outcome passes as it came.

@@ -22,6 +22,7 @@ use crate::controller::error::{Error, Halt};
 use crate::controller::process::Watchable;
 use crate::controller::runtime::hash_key::HashKey;
 use crate::controller::state::claims::Claims;
+use crate::controller::state::relay::contained;
 use crate::controller::state::secret_cache::Reader;
 use crate::controller::state::triggers::{Triggers, inputs_changed};
 use crate::resources::config::{
@@ -480,10 +481,8 @@ where
             .relay
             .subscribe::<PartialObjectMeta<Secret>>(namespace.map(str::to_string));
         return triggers.with(|controller| {
-            controller
-                .watches_shared_stream(stream, move |secret: Arc<PartialObjectMeta<Secret>>| {
-                    mapper(&secret)
-                })
+            let map = move |secret: Arc<PartialObjectMeta<Secret>>| mapper(&secret);
+            controller.watches_shared_stream(stream, contained(ctx.metrics.clone(), map))
         });
     }
     let probe = ctx.health.register(crate::controller::stream_name(
@@ -499,9 +498,8 @@ where
         .inspect(move |item| probe.observe(item))
         .touched_objects();
     triggers.with(|controller| {
-        controller.watches_stream(stream, move |secret: PartialObjectMeta<Secret>| {
-            mapper(&secret)
-        })
+        let map = move |secret: PartialObjectMeta<Secret>| mapper(&secret);
+        controller.watches_stream(stream, contained(ctx.metrics.clone(), map))
     })
 }
 

@@ -21,7 +21,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
+use crate::controller::Context;
 use crate::controller::process::Watchable;
+use crate::controller::runtime::metrics::Metrics;
 
 /// Requeues the objects of `objects` that `concerns` relates to a changed (or gone) object of
 /// kind `S` (one they refer to, or one referring to them), heard from `S`'s own watch in
@@ -30,20 +32,41 @@ use crate::controller::process::Watchable;
 /// the Configs naming a guardrail, the Workspace a `workspaceRef` names).
 pub fn requeue_when<S: Watchable, K: Watchable>(
     controller: Controller<K>,
-    relay: &Relay,
+    ctx: &Context,
     namespace: Option<&str>,
     objects: Store<K>,
     concerns: impl Fn(&K, &S) -> bool + Send + Sync + 'static,
 ) -> Controller<K> {
-    let stream = relay.subscribe::<S>(namespace.map(str::to_string));
-    controller.watches_shared_stream(stream, move |source: Arc<S>| {
+    let stream = ctx.relay.subscribe::<S>(namespace.map(str::to_string));
+    let map = move |source: Arc<S>| {
         objects
             .state()
             .into_iter()
             .filter(|o| concerns(o, &source))
             .map(|o| ObjectRef::from_obj(o.as_ref()))
-            .collect::<Vec<_>>()
-    })
+            .collect()
+    };
+    controller.watches_shared_stream(stream, contained(ctx.metrics.clone(), map))
+}
+
+/// `map`, a trigger's mapping of a changed object to the objects to reconcile, with a panic in
+/// it (a bug) kept to the one change: it maps to nothing, is logged and counted as the kind's
+/// panic (`aigw_reconciles_total{result="panic"}`, which `AigwReconcilePanicked` watches).
+/// Uncaught, it would end the controller it feeds, stopping the kind for every namespace the
+/// process serves: one tenant's object that trips a bug would stop every other tenant's.
+pub fn contained<S, K: Watchable>(
+    metrics: Arc<Metrics>,
+    map: impl Fn(S) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
+) -> impl Fn(S) -> Vec<ObjectRef<K>> + Send + Sync + 'static {
+    move |source| match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| map(source))) {
+        Ok(objects) => objects,
+        Err(_) => {
+            let kind = K::kind(&());
+            metrics.reconcile_panicked(&kind);
+            tracing::error!(%kind, "a trigger's mapping of a changed object panicked (a bug): the change wakes no object; the others go on");
+            Vec::new()
+        }
+    }
 }
 
 /// The subscribers of each kind, by the kind's type.
@@ -200,5 +223,22 @@ mod tests {
         drop(relay.subscribe::<ConfigMap>(None));
         relay.publish(None, || Arc::new(map("a", "one")));
         relay.publish::<ConfigMap>(None, || unreachable!("its only subscriber is gone"));
+    }
+
+    /// A trigger's mapping that panics maps its change to no object and counts the kind's
+    /// panic; the mapping of the next change runs as usual.
+    #[test]
+    fn a_panicking_trigger_maps_to_nothing_and_counts() {
+        let metrics = Arc::new(Metrics::default());
+        let wake = contained(metrics.clone(), |source: Arc<ConfigMap>| {
+            let name = source.name_any();
+            assert_ne!(name, "trips-a-bug", "a bug");
+            vec![ObjectRef::<ConfigMap>::new(&name).within("a")]
+        });
+        assert!(wake(Arc::new(map("a", "trips-a-bug"))).is_empty());
+        let woken = wake(Arc::new(map("a", "fine")));
+        assert_eq!(woken, vec![ObjectRef::new("fine").within("a")]);
+        let counted = r#"aigw_reconciles_total{kind="ConfigMap",result="panic"} 1"#;
+        assert!(metrics.encode().contains(counted), "{}", metrics.encode());
     }
 }

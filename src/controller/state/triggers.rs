@@ -7,7 +7,7 @@ use std::sync::Arc;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::relay::requeue_when;
+use super::relay::{contained, requeue_when};
 use crate::controller::driver::drift::Drift;
 use crate::controller::driver::object_key;
 use crate::controller::{Context, Managed, Watchable};
@@ -61,8 +61,8 @@ impl<'a, K: Managed> Triggers<'a, K> {
         namespace: Option<&str>,
         concerns: impl Fn(&K, &S) -> bool + Send + Sync + 'static,
     ) -> Self {
-        let (relay, objects) = (&self.ctx.relay, self.objects.clone());
-        let controller = requeue_when(self.controller, relay, namespace, objects, concerns);
+        let objects = self.objects.clone();
+        let controller = requeue_when(self.controller, self.ctx, namespace, objects, concerns);
         Self { controller, ..self }
     }
 
@@ -93,10 +93,10 @@ impl<'a, K: Managed> Triggers<'a, K> {
     ) -> Self {
         let stream = self.ctx.relay.subscribe::<S>(namespace.map(str::to_string));
         let (objects, drift) = (self.objects.clone(), self.ctx.drift.clone());
+        let metrics = self.ctx.metrics.clone();
         self.with(|controller| {
-            controller.watches_shared_stream(stream, move |source: Arc<S>| {
-                inputs_changed(&objects, &drift, |o| uses(o, &source))
-            })
+            let map = move |source: Arc<S>| inputs_changed(&objects, &drift, |o| uses(o, &source));
+            controller.watches_shared_stream(stream, contained(metrics, map))
         })
     }
 
