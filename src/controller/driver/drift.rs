@@ -144,8 +144,8 @@ pub struct Drift {
     /// Where the full reads' wheel starts: an object's full read falls at
     /// `epoch + phase × interval`, then once per interval ([`Drift::full_read_falls`]).
     epoch: Instant,
-    /// Per kind, the full-read interval in force (grown with N when needed).
-    full_read: Mutex<HashMap<&'static str, Duration>>,
+    /// Per kind and Connection, the full-read interval in force (grown with N when needed).
+    full_read: Mutex<HashMap<(&'static str, String), Duration>>,
     /// `--dry-run`: the objects read once already by this process.
     read: Mutex<HashSet<String>>,
     /// The versions this process's own writes replaced, of the objects whose cache shows the
@@ -246,12 +246,13 @@ impl Drift {
     /// object at once), counted from this process's start.
     pub fn full_read_falls(
         &self,
-        kind: &'static str,
+        (kind, connection): (&'static str, &str),
         key: &str,
         since: Instant,
         until: Instant,
     ) -> bool {
-        let interval = self.full_read_interval(kind).as_secs_f64().max(1.0);
+        let interval = self.full_read_interval(kind, connection);
+        let interval = interval.as_secs_f64().max(1.0);
         let phase = (key_hash(key) as f64 / u64::MAX as f64) * interval;
         // How many of the key's points lie at or before `at`.
         let turns = |at: Instant| {
@@ -438,26 +439,37 @@ impl Drift {
         lock(&self.flagged).contains(key)
     }
 
-    fn full_read_interval(&self, kind: &'static str) -> Duration {
+    /// The full-read interval of the objects of `kind` that use Connection `connection`.
+    fn full_read_interval(&self, kind: &'static str, connection: &str) -> Duration {
         lock(&self.full_read)
-            .get(kind)
+            .get(&(kind, connection.to_string()))
             .copied()
             .unwrap_or(self.settings.full_read_interval)
     }
 
-    /// Grows the full-read interval of `kind` so that `objects` full reads spread over it use at
-    /// most half of the drift share of `qps` (the other half is for what the lists show).
-    fn fit_full_read(&self, ctx: &Context, kind: &'static str, objects: usize, qps: Option<f64>) {
+    /// Grows the full-read interval of the objects of `kind` that use Connection `connection`
+    /// so that their `objects` full reads spread over it use at most half of the drift share of
+    /// that Connection's `qps` (the other half is for what the lists show). Each Connection has
+    /// its own: a tenant's many objects, or its slow Connection, lengthen no other tenant's.
+    fn fit_full_read(
+        &self,
+        metrics: &crate::controller::Metrics,
+        (kind, connection): (&'static str, String),
+        objects: usize,
+        qps: Option<f64>,
+    ) {
         let configured = self.settings.full_read_interval;
         let needed = qps
             .filter(|q| *q > 0.0)
             .map(|q| Duration::from_secs_f64(2.0 * objects as f64 / (q * self.settings.qps_share)))
             .unwrap_or_default();
         let interval = configured.max(needed);
-        let previous = lock(&self.full_read).insert(kind, interval);
+        metrics.full_read_interval(kind, &connection, interval);
+        let previous = lock(&self.full_read).insert((kind, connection.clone()), interval);
         if interval > configured && previous.is_none_or(|p| p.abs_diff(interval) > p / 10) {
             warn!(
                 kind,
+                %connection,
                 objects,
                 qps,
                 configured = ?configured,
@@ -465,7 +477,6 @@ impl Drift {
                 "these objects cannot all be read within --full-read-interval at the drift share of the Connection's qps; reading each once per the longer interval (raise spec.qps or --drift-qps-share to shorten it)"
             );
         }
-        ctx.metrics.full_read_interval(kind, interval);
     }
 }
 
@@ -677,7 +688,8 @@ async fn run<K: Listed>(ctx: Arc<Context>, reads: Reads<K>) {
 async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until: Instant) -> usize {
     let mut groups: BTreeMap<(String, Option<String>), Vec<Arc<K>>> = BTreeMap::new();
     let mut due: Vec<(Arc<K>, &'static str)> = Vec::new();
-    let mut listed = 0;
+    // How many objects each Connection has, for its full-read interval.
+    let mut listed: HashMap<String, usize> = HashMap::new();
     for object in K::stores(&ctx.stores).all() {
         // Only this installation's objects: an API list through another's Connection is a call
         // it must not make (an object not claimed yet is claimed by its reconcile first).
@@ -690,12 +702,16 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         // one going or paused, which no read helps.
         if object.meta().deletion_timestamp.is_none()
             && !object.paused()
-            && ctx.drift.full_read_falls(K::KIND, &key, since, until)
+            && ctx
+                .drift
+                .full_read_falls((K::KIND, object.connection_name()), &key, since, until)
             && ctx.leadership.acts_on(object.meta())
             && ours().await
         {
+            *listed
+                .entry(object.connection_name().to_string())
+                .or_default() += 1;
             due.push((object, "its full read is due"));
-            listed += 1;
             continue;
         }
         // With --shards, only this replica's share (the others list theirs).
@@ -732,7 +748,7 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         let Some(client) = client else {
             continue;
         };
-        listed += members.len();
+        *listed.entry(connection.clone()).or_default() += members.len();
         let qps = client.qps();
         slowest = match (slowest, qps) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -767,7 +783,12 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
             }
         }
     }
-    ctx.drift.fit_full_read(ctx, K::KIND, listed, slowest);
+    for (connection, objects) in listed {
+        // A Connection no client was built for yet (only full reads fell due): the slowest.
+        let qps = ctx.connections.qps_of(&connection).unwrap_or(slowest);
+        ctx.drift
+            .fit_full_read(&ctx.metrics, (K::KIND, connection), objects, qps);
+    }
     // One budget per Connection, however many workspaces it listed: each Connection's reads
     // are paced by its own drift share, at the same time as the others', so a tenant's slow
     // Connection holds back no other tenant's reads. A Connection no client was built for yet
@@ -1125,6 +1146,40 @@ mod tests {
         assert!(!drift.replaced_by_own_write(key, Some("7")));
     }
 
+    /// Each Connection's full-read interval fits its own objects and qps: a tenant's many
+    /// objects behind a slow Connection lengthen no other Connection's, nor another kind's.
+    #[test]
+    fn each_connection_fits_its_own_full_read_interval() {
+        let drift = Drift::new(DriftSettings {
+            interval: Duration::from_secs(60),
+            full_read_interval: Duration::from_secs(3600),
+            qps_share: 0.5,
+        });
+        let metrics = crate::controller::Metrics::default();
+        // 10,000 full reads at half the drift share of 1 qps: 2 × 10,000 / 0.5 = 40,000 s.
+        drift.fit_full_read(&metrics, ("Config", "slow".into()), 10_000, Some(1.0));
+        drift.fit_full_read(&metrics, ("Config", "fast".into()), 100, Some(10.0));
+        drift.fit_full_read(&metrics, ("Config", "unlimited".into()), 10_000, None);
+        let interval = |kind, connection| drift.full_read_interval(kind, connection).as_secs();
+        assert_eq!(interval("Config", "slow"), 40_000);
+        assert_eq!(interval("Config", "fast"), 3600);
+        assert_eq!(interval("Config", "unlimited"), 3600);
+        assert_eq!(interval("Guardrail", "slow"), 3600);
+        let exported = metrics.encode();
+        let slow = r#"aigw_full_read_interval_seconds{kind="Config",connection="slow"} 40000"#;
+        assert!(exported.contains(slow), "{exported}");
+        // An object of the fast Connection falls once an hour; one of the slow, once in 40,000 s.
+        let hours = |connection| {
+            let at = |h: u64| drift.epoch + Duration::from_secs(3600 * h);
+            (0..12)
+                .filter(|h| {
+                    drift.full_read_falls(("Config", connection), "ns/c", at(*h), at(h + 1))
+                })
+                .count()
+        };
+        assert_eq!((hours("fast"), hours("slow")), (12, 1));
+    }
+
     #[test]
     fn a_flag_forces_one_read_and_full_reads_fall_once_per_interval() {
         let drift = Drift::new(DriftSettings {
@@ -1152,7 +1207,9 @@ mod tests {
             let falls: Vec<usize> = windows
                 .iter()
                 .enumerate()
-                .filter(|(_, (since, until))| drift.full_read_falls("Config", &key, *since, *until))
+                .filter(|(_, (since, until))| {
+                    drift.full_read_falls(("Config", "default"), &key, *since, *until)
+                })
                 .map(|(w, _)| w)
                 .collect();
             assert_eq!(falls.len(), 2, "{key}: {falls:?}");

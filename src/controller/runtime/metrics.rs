@@ -30,6 +30,12 @@ struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindConnection {
+    kind: String,
+    connection: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindAction {
     kind: String,
     action: String,
@@ -110,7 +116,7 @@ pub struct Metrics {
     leader: Gauge,
     drift_pass_seconds: Family<KindLabel, Gauge<f64, AtomicU64>>,
     drift_reads: Family<KindLabel, Counter>,
-    full_read_interval_seconds: Family<KindLabel, Gauge<f64, AtomicU64>>,
+    full_read_interval_seconds: Family<KindConnection, Gauge<f64, AtomicU64>>,
     events_suppressed: Family<TypeLabel, Counter>,
     dry_run_actions: Family<KindAction, Counter>,
     drift_interval_seconds: Gauge<f64, AtomicU64>,
@@ -391,9 +397,13 @@ impl Metrics {
         self.drift_reads.get_or_create(&label).inc_by(reads as u64);
     }
 
-    pub fn full_read_interval(&self, kind: &str, interval: Duration) {
+    pub fn full_read_interval(&self, kind: &str, connection: &str, interval: Duration) {
+        let label = KindConnection {
+            kind: kind.into(),
+            connection: connection.into(),
+        };
         self.full_read_interval_seconds
-            .get_or_create(&KindLabel { kind: kind.into() })
+            .get_or_create(&label)
             .set(interval.as_secs_f64());
     }
 

@@ -49,7 +49,7 @@ fn exported() -> Exported {
     let metrics = Metrics::default();
     metrics.observe_reconcile("Config", true, Duration::from_millis(5));
     metrics.drift_pass("Config", Duration::from_secs(2), 3);
-    metrics.full_read_interval("Config", Duration::from_secs(86_400));
+    metrics.full_read_interval("Config", "default", Duration::from_secs(86_400));
     metrics.event_suppressed("Normal");
     metrics.would("Config", "WouldUpdate");
     metrics.drift_corrected("Config");
