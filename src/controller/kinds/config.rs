@@ -318,6 +318,7 @@ impl OwnCalls for Config {
         client.configs().update(&remote.slug, &request).await
     }
     async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        config_refs::conceal_before_delete(self, &self.spec, at.cx).await;
         at.client.configs().delete(at.key).await
     }
     /// The config an earlier create made: the one config with the name and workspace that create

@@ -15,9 +15,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Map, Value};
 
 use crate::controller::Context;
-use crate::controller::driver::Cx;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::set_condition;
+use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::process::Watchable;
 use crate::controller::runtime::hash_key::HashKey;
@@ -93,6 +93,21 @@ pub async fn desired(
         .map_err(Error::InvalidSpec)?;
     check_guardrails(config, cx, status, &references, &desired.values).await?;
     Ok(desired)
+}
+
+/// Before a remote delete: the Secret values `spec` names, concealed from what a refusal may
+/// echo. A process restarted since the object's last write remembers none; a Secret gone by
+/// now leaves nothing to conceal.
+pub async fn conceal_before_delete<K: Managed + ReadsSecrets, S: SecretDocument>(
+    object: &K,
+    spec: &S,
+    cx: &Cx<'_, K>,
+) {
+    if let Ok(desired) = Desired::read(object, spec, cx.ctx).await {
+        for value in desired.secret_values() {
+            cx.conceal(value);
+        }
+    }
 }
 
 impl Desired {

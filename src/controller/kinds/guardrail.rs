@@ -23,7 +23,7 @@ use crate::controller::driver::referenced::{qualified, users};
 use crate::controller::driver::verbs::{Comparison, Verbs, still_referenced};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
-use crate::controller::kinds::config_refs::{self, Desired, ReadsSecrets};
+use crate::controller::kinds::config_refs::{self, Desired, ReadsSecrets, conceal_before_delete};
 use crate::controller::kinds::keyed;
 use crate::controller::now_rfc3339;
 use crate::controller::state::claims::refused_by_grants;
@@ -196,11 +196,12 @@ macro_rules! guardrail_kind {
             }
             async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
                 let Deleting {
+                    cx,
                     client,
                     key,
                     status,
-                    ..
                 } = at;
+                conceal_before_delete(self, self.definition(), cx).await;
                 delete(self, client, key, status).await
             }
             async fn find_created(

@@ -606,3 +606,65 @@ async fn secret_hashes_are_keyed_by_the_operators_secret_and_survive_restarts() 
     assert!(own.get_opt(hash_key::SECRET_NAME).await.unwrap().is_some());
     h.stop().await;
 }
+
+/// The API refuses a Config's DELETE with an answer quoting a Secret-backed value, after a
+/// restart: this process never resolved the Config, so it remembers no value to conceal. The
+/// cleanup reads the Secrets the spec names and conceals them. Before, the value reached the
+/// status, the events and the log.
+#[tokio::test]
+async fn a_refused_delete_quoting_a_secret_value_after_a_restart_hides_it() {
+    let h = Harness::start_with("refs-delete-echo", DRIFT).await;
+    let value = format!("sk-held-{}", uuid::Uuid::new_v4().simple());
+    support::create(&h.env.api(), &secret("keys", &[("api_key", &value)])).await;
+    let spec = json!({"name": "routing", "config": {"provider": "openai"},
+        "secretRefs": [{"path": "/api_key", "secretKeyRef": {"name": "keys", "key": "api_key"}}]});
+    support::create(&h.env.api(), &config("routing", spec)).await;
+    h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
+    refused_delete_hides::<Config>(h, "routing", "/ai_gw/v2/configs/", &value).await;
+}
+
+/// Restarts the operator behind a proxy that refuses every DELETE under `route` quoting
+/// `value`, deletes the Ready `name`, and checks that the refusal is recorded without the
+/// value (status, events, log); then lets the delete through and stops `h`.
+pub async fn refused_delete_hides<K>(mut h: Harness, name: &str, route: &'static str, value: &str)
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+    K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    use support::proxy::{Received, proxy, refusal};
+    let quoted = value.to_string();
+    let refusing = proxy(h.emulator.management_url(), move |received: Received| {
+        let quoted = quoted.clone();
+        async move {
+            let parts = &received.parts;
+            if parts.method == reqwest::Method::DELETE && parts.uri.path().starts_with(route) {
+                return refusal(400, format!("cannot delete: it holds {quoted}"));
+            }
+            received.pass().await
+        }
+    })
+    .await;
+    h.restart_operator_via(&refusing).await;
+    let api = h.env.api::<K>();
+    api.delete(name, &Default::default()).await.unwrap();
+    let status = support::wait_until(WAIT, || async {
+        let object = serde_json::to_value(api.get(name).await.ok()?).ok()?;
+        let status = object["status"].to_string();
+        status.contains("cannot delete").then_some(status)
+    })
+    .await
+    .expect("the refused cleanup is recorded");
+    assert!(!status.contains(value), "a secret value is in the status");
+    let events = h.env.events_text().await;
+    assert!(!events.contains(value), "a secret value is in the events");
+    let logs = captured_logs();
+    assert!(!logs.contains(value), "a secret value is in the logs");
+    let direct = h.emulator.management_url();
+    h.restart_operator_via(&direct).await;
+    support::wait_until(WAIT, || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await
+    .expect("deleted once the DELETE goes through");
+    h.stop().await;
+}

@@ -86,6 +86,18 @@ async fn puts(h: &Harness) -> u64 {
     h.count("PUT /ai_gw/v2/guardrails/{guardrailId}").await
 }
 
+/// A Guardrail's DELETE refused with an answer quoting its Secret-backed parameter, after a
+/// restart: the value is concealed (the Config case's counterpart).
+#[tokio::test]
+async fn a_refused_delete_quoting_a_secret_parameter_after_a_restart_hides_it() {
+    let h = Harness::start_with("gr-delete-echo", Duration::from_secs(1)).await;
+    put_secret(&h, ROTATED_VALUE).await;
+    support::objects::create::<Guardrail>(&h.env, "pii", guardrail_spec("pii")).await;
+    h.wait_for::<Guardrail>("pii", WAIT, |g| g.ready()).await;
+    let route = "/ai_gw/v2/guardrails/";
+    super::config_refs::refused_delete_hides::<Guardrail>(h, "pii", route, ROTATED_VALUE).await;
+}
+
 #[tokio::test]
 async fn a_secret_parameter_reaches_the_api_and_nothing_else() {
     let h = Harness::start_with("gr-secret", Duration::from_secs(1)).await;
