@@ -4,6 +4,9 @@
 //! them on update.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use cel::extractors::This;
 
 use serde_json::Value;
 
@@ -45,13 +48,28 @@ impl Rules {
         };
         let mut context = cel::Context::default();
         // Kubernetes' `duration('30m')`, as whole nanoseconds: enough to compare durations.
-        let duration = context.add_function("duration", |text: std::sync::Arc<String>| {
+        let duration = context.add_function("duration", |text: Arc<String>| {
             humantime::parse_duration(&text)
                 .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
                 .map_err(|e| cel::ExecutionError::function_error("duration", e.to_string()))
         });
         if let Err(e) = duration {
             return Outcome::Error(format!("duration() cannot be declared: {e}"));
+        }
+        // Kubernetes' list library: `list.isSorted()`, each element at least the one before.
+        let is_sorted =
+            context.add_function("isSorted", |This(list): This<Arc<Vec<cel::Value>>>| {
+                list.windows(2)
+                    .try_fold(true, |sorted, pair| match pair[0].partial_cmp(&pair[1]) {
+                        Some(order) => Ok(sorted && order.is_le()),
+                        None => Err(cel::ExecutionError::function_error(
+                            "isSorted",
+                            "the list holds values that do not compare",
+                        )),
+                    })
+            });
+        if let Err(e) = is_sorted {
+            return Outcome::Error(format!("isSorted() cannot be declared: {e}"));
         }
         if let Err(e) = context.add_variable("self", value) {
             return Outcome::Error(format!("value cannot be bound to self: {e}"));
@@ -82,6 +100,26 @@ mod tests {
         assert_eq!(rules.evaluate(rule, &json!("2h")), Outcome::Pass);
         assert_eq!(rules.evaluate(rule, &json!("1h30m")), Outcome::Pass);
         assert_eq!(rules.evaluate(rule, &json!("29m")), Outcome::Fail);
+    }
+
+    /// The ConfigRollout's steps rule, as the apiserver evaluates it (Kubernetes' list library).
+    #[test]
+    fn lists_are_sorted_as_kubernetes_says() {
+        let rule = "self.map(s, s.weight).isSorted() && self.all(s, self.exists_one(t, t.weight == s.weight))";
+        let mut rules = Rules::default();
+        rules.compile(rule);
+        let steps = |weights: &[u32]| {
+            json!(
+                weights
+                    .iter()
+                    .map(|w| json!({"weight": w}))
+                    .collect::<Vec<_>>()
+            )
+        };
+        assert_eq!(rules.evaluate(rule, &steps(&[10, 50, 100])), Outcome::Pass);
+        assert_eq!(rules.evaluate(rule, &steps(&[])), Outcome::Pass);
+        assert_eq!(rules.evaluate(rule, &steps(&[50, 10])), Outcome::Fail);
+        assert_eq!(rules.evaluate(rule, &steps(&[10, 10])), Outcome::Fail);
     }
 
     #[test]

@@ -61,6 +61,48 @@ fn the_book_builds_and_every_link_and_path_in_it_resolves() {
     );
 }
 
+/// Every kind page's examples (its YAML blocks of `aigw.io` resources) pass `aigw validate`, the
+/// offline check of the CRDs' schemas and rules: an example that a rule the offline check cannot
+/// evaluate refuses (Kubernetes' `isSorted()` once did so for every ConfigRollout) fails here.
+#[test]
+fn every_kind_page_example_passes_aigw_validate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let pages = markdown_under(&root.join(SRC).join("kinds"));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut examples = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("a page");
+        let blocks = text.split("```yaml\n").skip(1);
+        let yaml = blocks.filter_map(|block| block.split("\n```").next());
+        for (n, example) in yaml
+            .filter(|y| y.contains("apiVersion: aigw.io/"))
+            .enumerate()
+        {
+            let name = format!("{}-{n}.yaml", page.file_stem().unwrap().to_string_lossy());
+            write(&dir.path().join(&name), example);
+            examples.push(name);
+        }
+    }
+    assert!(examples.len() >= 15, "examples found: {examples:?}");
+    let failed: Vec<String> = examples
+        .iter()
+        .filter_map(|name| {
+            let run = Command::new(env!("CARGO_BIN_EXE_aigw"))
+                .args(["validate", "-f"])
+                .arg(dir.path().join(name))
+                .output()
+                .expect("aigw validate runs");
+            let said = String::from_utf8_lossy(&run.stdout) + String::from_utf8_lossy(&run.stderr);
+            (!run.status.success()).then(|| format!("{name}: {said}"))
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "examples aigw validate refuses:\n{}",
+        failed.join("\n")
+    );
+}
+
 /// Every long flag of every `aigw` command (as `aigw … --help` lists them) is named somewhere in
 /// the book, and every spec field of every kind (as `crds/` holds them) on that kind's page, or on
 /// the Custom resources overview for the fields every kind shares.
