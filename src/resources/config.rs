@@ -32,6 +32,7 @@ use super::promotion::RevisionOrder;
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = rules::set_at_creation("slug", "Config"))]
+#[x_kube(validation = rules::set_at_creation("workspaceId", "Config"))]
 #[x_kube(validation = rules::same_connection("Config"))]
 #[x_kube(validation = rules::workspace_id_or_ref())]
 #[x_kube(validation = rules::set_at_creation("workspaceRef", "Config"))]

@@ -36,6 +36,7 @@ pub use crate::api::{RateLimitTarget, RateLimitUnit};
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = rules::set_at_creation("policyId", "RateLimitsPolicy"))]
+#[x_kube(validation = rules::set_at_creation("workspaceId", "RateLimitsPolicy"))]
 #[x_kube(validation = rules::same_connection("RateLimitsPolicy"))]
 #[x_kube(validation = rules::workspace_id_or_ref())]
 #[x_kube(validation = rules::set_at_creation("workspaceRef", "RateLimitsPolicy"))]

@@ -164,33 +164,35 @@ async fn identity_fields_are_only_set_at_creation() {
     let env = TestEnv::new("crds-identity").await;
     let pp = PostParams::default();
     let remote_id = "0b6f2a1e-7c4d-4e8a-9f3b-2d5c6e7f8a9b";
-    for (kind, plural, base, field, value) in [
+    let workspace = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
+    let (config, policy) = (
+        ("Config", "configs"),
+        ("RateLimitsPolicy", "ratelimitspolicies"),
+    );
+    // The kind, the field, the value it is created with or added. (A policy's `target` may be
+    // set once: absent, it is whatever the remote policy has.)
+    for ((kind, plural), base, field, value) in [
+        (config, config_spec(), "slug", "pc-routing-3f2a1b"),
+        (config, config_spec(), "workspaceId", workspace),
         (
-            "Config",
-            "configs",
-            config_spec(),
-            "slug",
-            "pc-routing-3f2a1b",
-        ),
-        (
-            "Deployment",
-            "deployments",
+            ("Deployment", "deployments"),
             deployment_spec(),
             "deploymentId",
             remote_id,
         ),
-        (
-            "RateLimitsPolicy",
-            "ratelimitspolicies",
-            policy_spec(),
-            "policyId",
-            remote_id,
-        ),
+        (policy, policy_spec(), "policyId", remote_id),
+        (policy, policy_spec(), "workspaceId", workspace),
     ] {
         let api = dynamic_api(&env, kind, plural);
         let wanted = format!("spec.{field} cannot be added or removed after creation");
         // An explicit null reads as absent to aigw, so setting the field later is also refused.
-        let (new, null, adopted) = ("created-without-id", "created-with-null", "created-with-id");
+        let named = |how: &str| format!("{}-{how}", field.to_lowercase());
+        let (new, null, adopted) = (
+            named("created-without"),
+            named("null"),
+            named("created-with"),
+        );
+        let (new, null, adopted) = (new.as_str(), null.as_str(), adopted.as_str());
         for (name, created, patched, what) in [
             (new, None, json!(value), "adding"),
             (null, Some(Value::Null), json!(value), "setting a null"),
