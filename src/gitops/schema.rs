@@ -178,6 +178,13 @@ impl SchemaChecker {
                 out.push(violation(&join(path, name), "Required value".to_string()));
             }
         }
+        let len = map.len() as i64;
+        if let Some(max) = schema.max_properties.filter(|max| len > *max) {
+            out.push(violation(
+                path,
+                format!("Too many: {len}: must have at most {max} items"),
+            ));
+        }
         let properties = schema.properties.as_ref();
         let additional = match &schema.additional_properties {
             Some(JSONSchemaPropsOrBool::Schema(s)) => Some(s.as_ref()),

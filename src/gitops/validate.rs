@@ -887,6 +887,45 @@ mod tests {
         assert_eq!(report.problems[0].location, "t.yaml#0");
     }
 
+    /// The bounds every spec string, list and map carries ([`crate::resources::bounds`]) are
+    /// checked offline as admission checks them, naming the field.
+    #[test]
+    fn unbounded_strings_lists_and_maps_are_refused_naming_the_field() {
+        let long = "a".repeat(crate::resources::bounds::MAX_STRING as usize + 1);
+        let conditions = vec!["{key: workspace_id, value: ws}"; 1001].join(", ");
+        let bad = POLICY
+            .replace(
+                "value: 10,",
+                &format!("value: 10, connectionRef: {{name: {long}}},"),
+            )
+            .replace(
+                "[{key: workspace_id, value: ws}]",
+                &format!("[{conditions}]"),
+            );
+        let report = validate(&bad);
+        let paths: Vec<&str> = report.problems.iter().map(|p| p.path.as_str()).collect();
+        assert!(paths.contains(&"spec.conditions"), "{:?}", report.problems);
+        assert!(
+            paths.contains(&"spec.connectionRef.name"),
+            "{:?}",
+            report.problems
+        );
+        let tags = (0..1001)
+            .map(|n| format!("t{n}: v"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let reference = format!(
+            "apiVersion: aigw.io/v1alpha1\nkind: SecretReference\nmetadata: {{name: r}}\nspec: {{name: vault, managerType: hashicorp_vault, authConfigSecretRef: {{name: s}}, tags: {{{tags}}}}}\n"
+        );
+        let report = validate(&reference);
+        let tagged = report.problems.iter().find(|p| p.path == "spec.tags");
+        assert!(
+            tagged.is_some_and(|p| p.message.contains("at most 1000")),
+            "{:?}",
+            report.problems
+        );
+    }
+
     /// A flow mapping `levels` objects deep: `{a: {a: … 1 …}}`.
     fn nested_yaml(levels: usize) -> String {
         format!("{}1{}", "{a: ".repeat(levels), "}".repeat(levels))

@@ -1,6 +1,7 @@
 //! Custom resource types, one module per kind, with the pure mapping from spec to API request.
 
 pub mod api_key;
+pub mod bounds;
 pub mod common;
 pub mod config;
 pub mod config_document;
@@ -57,9 +58,11 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
 }
 
 /// A CRD as `crds/` holds it: the columns every kind prints, descriptions unwrapped, free-form
-/// fields' bounds stated.
+/// fields' bounds stated, every other spec field bounded.
 fn generated(crd: CustomResourceDefinition) -> CustomResourceDefinition {
-    free_form::describe(unwrap_descriptions(with_common_columns(crd)))
+    bounds::bounded(free_form::describe(unwrap_descriptions(
+        with_common_columns(crd),
+    )))
 }
 
 /// `kubectl get` shows every kind's `Ready` condition first and its age last, around the

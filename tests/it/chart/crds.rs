@@ -110,6 +110,16 @@ async fn invalid_manifests_are_rejected_naming_the_field() {
     spec["groupBy"] = json!([]);
     let message = rejection(&env, POLICIES, "no-group", spec).await;
     assert!(message.contains("spec.groupBy"), "{message}");
+
+    // Every spec string, list and map is bounded (a tenant could store 1.5 MiB in a name).
+    let mut spec = config_spec();
+    spec["connectionRef"] = json!({"name": "a".repeat(4097)});
+    let message = rejection(&env, CONFIGS, "long-name", spec).await;
+    support::assert_mentions(&message, &["spec.connectionRef.name", "4096"]);
+    let mut spec = policy_spec();
+    spec["conditions"] = json!(vec![json!({"key": "workspace_id", "value": "ws"}); 1001]);
+    let message = rejection(&env, POLICIES, "many-conditions", spec).await;
+    support::assert_mentions(&message, &["spec.conditions", "1000"]);
     env.cleanup().await;
 }
 

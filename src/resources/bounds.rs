@@ -1,0 +1,119 @@
+//! Bounds on every string, list and map of every kind's spec that declares none of its own: at
+//! most [`MAX_STRING`] characters, [`MAX_ITEMS`] items and [`MAX_ENTRIES`] entries.
+//!
+//! Why: an unbounded field lets one tenant store objects of the apiserver's whole request size
+//! (1.5 MiB) in a field such as `spec.connectionRef.name`, which every watch of the kind, the
+//! operator's caches and every list then carry; and the apiserver sizes its CEL cost estimates
+//! by these bounds. No real spec comes near them. A field with a tighter bound of its own (a
+//! name, a description) keeps it. The free-form fields (`x-kubernetes-preserve-unknown-fields`)
+//! are bounded by [`super::free_form`]'s admission policy instead. `aigw validate` checks the
+//! same bounds, read from the same schemas.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
+
+/// The most characters a spec string without a bound of its own may hold.
+pub const MAX_STRING: i64 = 4096;
+
+/// The most items a spec list without a bound of its own may hold.
+pub const MAX_ITEMS: i64 = 1000;
+
+/// The most entries a spec map (`additionalProperties`) without a bound of its own may hold.
+pub const MAX_ENTRIES: i64 = 1000;
+
+/// `crd` with every string, list and map under `spec` that has no bound given one.
+pub fn bounded(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        let spec = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|root| root.properties.as_mut())
+            .and_then(|properties| properties.get_mut("spec"));
+        if let Some(spec) = spec {
+            bound(spec);
+        }
+    }
+    crd
+}
+
+fn bound(schema: &mut JSONSchemaProps) {
+    if schema.x_kubernetes_preserve_unknown_fields == Some(true) {
+        return;
+    }
+    match schema.type_.as_deref() {
+        Some("string") if schema.enum_.is_none() => {
+            schema.max_length.get_or_insert(MAX_STRING);
+        }
+        Some("array") => {
+            schema.max_items.get_or_insert(MAX_ITEMS);
+        }
+        Some("object") if schema.additional_properties.is_some() => {
+            schema.max_properties.get_or_insert(MAX_ENTRIES);
+        }
+        _ => {}
+    }
+    for property in schema.properties.iter_mut().flat_map(|p| p.values_mut()) {
+        bound(property);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schema(items)) = schema.items.as_mut() {
+        bound(items);
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(values)) = schema.additional_properties.as_mut() {
+        bound(values);
+    }
+    for alternative in [&mut schema.one_of, &mut schema.any_of, &mut schema.all_of] {
+        alternative.iter_mut().flatten().for_each(bound);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every string, list and map of every kind's spec has a bound, its own or ours; the
+    /// free-form fields are left to the admission policy.
+    #[test]
+    fn every_spec_string_list_and_map_is_bounded() {
+        fn unbounded(schema: &JSONSchemaProps, path: &str, out: &mut Vec<String>) {
+            if schema.x_kubernetes_preserve_unknown_fields == Some(true) {
+                return;
+            }
+            let missing = match schema.type_.as_deref() {
+                Some("string") => schema.enum_.is_none() && schema.max_length.is_none(),
+                Some("array") => schema.max_items.is_none(),
+                Some("object") => {
+                    schema.additional_properties.is_some() && schema.max_properties.is_none()
+                }
+                _ => false,
+            };
+            if missing {
+                out.push(path.to_string());
+            }
+            for (name, property) in schema.properties.iter().flatten() {
+                unbounded(property, &format!("{path}.{name}"), out);
+            }
+            if let Some(JSONSchemaPropsOrArray::Schema(items)) = &schema.items {
+                unbounded(items, &format!("{path}[]"), out);
+            }
+            if let Some(JSONSchemaPropsOrBool::Schema(values)) = &schema.additional_properties {
+                unbounded(values, &format!("{path}{{}}"), out);
+            }
+        }
+        let mut found = Vec::new();
+        let mut strings = 0;
+        for (_, crd) in crate::resources::crds() {
+            let root = crd.spec.versions[0].schema.clone().unwrap();
+            let spec = &root.open_api_v3_schema.unwrap().properties.unwrap()["spec"];
+            let kind = &crd.spec.names.kind;
+            unbounded(spec, &format!("{kind}.spec"), &mut found);
+            strings += serde_json::to_string(spec)
+                .unwrap()
+                .matches("\"maxLength\"")
+                .count();
+        }
+        assert!(found.is_empty(), "unbounded: {found:#?}");
+        assert!(strings > 100, "{strings} bounded strings");
+    }
+}
