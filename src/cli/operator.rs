@@ -361,7 +361,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     });
     match elector {
         Some(elector) => run_elected(ctx, settings, elector).await,
-        None => Ok(controller::run(ctx, settings).await?),
+        None => {
+            controller::run(ctx, settings).await;
+            Ok(())
+        }
     }
 }
 
@@ -379,10 +382,10 @@ async fn run_elected(
         let _ = stopped.await;
     }));
     tokio::select! {
-        ran = controller::run(ctx, settings) => {
+        () = controller::run(ctx, settings) => {
             let _ = stop.send(());
             campaign.await??;
-            Ok(ran?)
+            Ok(())
         }
         ended = &mut campaign => {
             let lost = match ended? {

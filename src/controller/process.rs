@@ -403,13 +403,14 @@ fn spawn_kind<K: Managed>(
     slots: &Slots,
     setup: &KindSetup<K>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(run_kind::<K>(
+    let controller = run_kind::<K>(
         ctx.clone(),
         namespace.clone(),
         concurrency,
         slots.clone(),
         setup.clone(),
-    ))
+    );
+    tokio::spawn(kept_to_its_kind(K::KIND, ctx.metrics.clone(), controller))
 }
 
 async fn run_kind<K: Managed>(
@@ -821,19 +822,9 @@ async fn follow_leadership(ctx: Arc<Context>) {
     }
 }
 
-/// A controller ended in a panic that no reconcile or trigger kept to its object (one in
-/// kube-runtime's own code: a bug). The process stops so that its pod restarts with every
-/// controller, as controller-runtime's manager does when a controller fails, rather than go on
-/// without that kind for every namespace it serves.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "a controller ended in a panic (a bug); stopping so that the process restarts with every controller"
-)]
-pub struct ControllerPanicked;
-
 /// Runs every controller until the process receives a termination signal or the returned
-/// future is dropped; `Err` at once when a controller ends in a panic.
-pub async fn run(ctx: Arc<Context>, settings: Settings) -> Result<(), ControllerPanicked> {
+/// future is dropped.
+pub async fn run(ctx: Arc<Context>, settings: Settings) {
     let namespaces = settings.watched_namespaces();
     info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, drift_interval = ?settings.drift_interval, "starting controllers");
     if !settings.namespaces.is_empty() && settings.cluster_selector.is_none() {
@@ -897,21 +888,34 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) -> Result<(), Controller
     let mut handles: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
     handles.extend(helpers.iter().map(|t| t.abort_handle()));
     let _abort_on_drop = AbortOnDrop(handles);
-    until_one_panics(tasks).await
+    for task in tasks {
+        let _ = task.await;
+    }
 }
 
-/// Waits for every task to end, or for the first to end in a panic, whichever comes first.
-async fn until_one_panics(
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-) -> Result<(), ControllerPanicked> {
-    let mut running: futures::stream::FuturesUnordered<_> = tasks.into_iter().collect();
-    while let Some(ended) = running.next().await {
-        if ended.is_err_and(|e| e.is_panic()) {
-            error!("a controller ended in a panic (a bug): stopping");
-            return Err(ControllerPanicked);
-        }
+/// `controller`, a controller of `kind`, with a panic that no reconcile or trigger kept (one in
+/// kube-runtime's own code, or in a watch callback) kept to it: it is logged and counted as the
+/// kind's panic (`AigwReconcilePanicked` fires), that controller's objects wait until the
+/// process restarts, and every other controller goes on. Before, it ended unnoticed. Stopping
+/// the process instead would turn a panic that a stored object triggers into a crash loop of
+/// every kind, for every tenant, on every replica that took over.
+async fn kept_to_its_kind(
+    kind: &'static str,
+    metrics: Arc<super::Metrics>,
+    controller: impl Future<Output = ()>,
+) {
+    use futures::FutureExt;
+    if std::panic::AssertUnwindSafe(controller)
+        .catch_unwind()
+        .await
+        .is_err()
+    {
+        metrics.reconcile_panicked(kind);
+        error!(
+            kind,
+            "a controller ended in a panic (a bug): its objects wait until the process restarts; the other controllers go on"
+        );
     }
-    Ok(())
 }
 
 struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
@@ -954,22 +958,24 @@ impl Spawner<'_> {
 
     /// The Connections' controller.
     pub fn connections(&mut self) {
-        self.tasks.push(tokio::spawn(run_connections(
-            self.ctx.clone(),
-            self.concurrency,
-        )));
+        let controller = run_connections(self.ctx.clone(), self.concurrency);
+        let metrics = self.ctx.metrics.clone();
+        let task = tokio::spawn(kept_to_its_kind("Connection", metrics, controller));
+        self.tasks.push(task);
     }
 
     /// The ConfigRollouts' controllers, one per watched namespace, sharing `--concurrency`.
     pub fn rollouts(&mut self) {
         let slots = self.slots();
         for namespace in self.namespaces {
-            let task = tokio::spawn(run_rollouts(
+            let controller = run_rollouts(
                 self.ctx.clone(),
                 namespace.clone(),
                 self.concurrency,
                 slots.clone(),
-            ));
+            );
+            let metrics = self.ctx.metrics.clone();
+            let task = tokio::spawn(kept_to_its_kind("ConfigRollout", metrics, controller));
             self.tasks.push(task);
         }
     }
@@ -1002,18 +1008,19 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::runtime::watcher::Event;
 
-    /// A controller that ends in a panic ends the wait at once, though another still runs; tasks
-    /// that end without one are waited for.
+    /// A controller that ends in a panic ends alone, counted as its kind's panic; the task
+    /// that ran it ends without one, so nothing else stops.
     #[tokio::test]
-    async fn a_controller_that_panics_ends_the_run() {
-        let forever = tokio::spawn(std::future::pending::<()>());
-        let panics = tokio::spawn(async {
+    async fn a_controller_that_panics_is_kept_to_its_kind() {
+        let metrics = Arc::new(crate::controller::Metrics::default());
+        let panics = async {
             let bug: Option<()> = std::hint::black_box(None);
             bug.expect("a bug");
-        });
-        assert!(until_one_panics(vec![forever, panics]).await.is_err());
-        let done = vec![tokio::spawn(async {}), tokio::spawn(async {})];
-        assert!(until_one_panics(done).await.is_ok());
+        };
+        let task = tokio::spawn(kept_to_its_kind("Config", metrics.clone(), panics));
+        assert!(task.await.is_ok(), "the panic ended the task");
+        let counted = r#"aigw_reconciles_total{kind="Config",result="panic"} 1"#;
+        assert!(metrics.encode().contains(counted), "{}", metrics.encode());
     }
 
     /// A reconcile that panics comes back as a requeue of its object, not as the panic that

@@ -439,6 +439,24 @@ impl Drift {
         lock(&self.flagged).contains(key)
     }
 
+    /// Forgets the full-read intervals (and their gauges) of the Connections of `kind` that no
+    /// object of `kind` uses any more (not in `listed`): a deleted Connection's grown interval
+    /// would otherwise stay, and its series with it.
+    fn forget_full_reads(
+        &self,
+        metrics: &crate::controller::Metrics,
+        kind: &'static str,
+        listed: &HashMap<String, usize>,
+    ) {
+        lock(&self.full_read).retain(|(of, connection), _| {
+            let kept = *of != kind || listed.contains_key(connection);
+            if !kept {
+                metrics.forget_full_read_interval(kind, connection);
+            }
+            kept
+        });
+    }
+
     /// The full-read interval of the objects of `kind` that use Connection `connection`.
     fn full_read_interval(&self, kind: &'static str, connection: &str) -> Duration {
         lock(&self.full_read)
@@ -783,6 +801,7 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
             }
         }
     }
+    ctx.drift.forget_full_reads(&ctx.metrics, K::KIND, &listed);
     for (connection, objects) in listed {
         // A Connection no client was built for yet (only full reads fell due): the slowest.
         let qps = ctx.connections.qps_of(&connection).unwrap_or(slowest);
@@ -1178,6 +1197,12 @@ mod tests {
                 .count()
         };
         assert_eq!((hours("fast"), hours("slow")), (12, 1));
+        // A Connection no object uses any more is forgotten, with its series.
+        let still = HashMap::from([("fast".to_string(), 100)]);
+        drift.forget_full_reads(&metrics, "Config", &still);
+        assert_eq!(interval("Config", "slow"), 3600);
+        assert!(!metrics.encode().contains(r#"connection="slow""#));
+        assert_eq!(interval("Config", "unlimited"), 3600);
     }
 
     #[test]

@@ -364,8 +364,9 @@ impl Metrics {
             .inc();
     }
 
-    /// A reconcile of `kind` panicked (a bug), kept to its object, or a drift pass of `kind`
-    /// did, kept to that pass: `result="panic"`.
+    /// A reconcile of `kind` panicked (a bug), kept to its object; or a drift pass of `kind`,
+    /// kept to that pass; or a trigger of its controller, kept to the change it mapped; or the
+    /// controller itself, kept to it: `result="panic"`.
     pub fn reconcile_panicked(&self, kind: &str) {
         self.reconciles
             .get_or_create(&KindResult {
@@ -405,6 +406,14 @@ impl Metrics {
         self.full_read_interval_seconds
             .get_or_create(&label)
             .set(interval.as_secs_f64());
+    }
+
+    pub fn forget_full_read_interval(&self, kind: &str, connection: &str) {
+        let label = KindConnection {
+            kind: kind.into(),
+            connection: connection.into(),
+        };
+        self.full_read_interval_seconds.remove(&label);
     }
 
     pub fn event_suppressed(&self, type_: &str) {

@@ -273,7 +273,7 @@ impl Harness {
             secret_namespace.clone(),
             hash_key,
         );
-        let operator = run_operator(ctx.clone(), settings.clone());
+        let operator = tokio::spawn(controller::run(ctx.clone(), settings.clone()));
         Self {
             _logs: LogsOnPanic(env.namespace.clone()),
             env,
@@ -315,7 +315,7 @@ impl Harness {
         for failpoint in armed {
             ctx.failpoints.arm(failpoint);
         }
-        let run = run_operator(ctx.clone(), self.settings.clone());
+        let run = tokio::spawn(controller::run(ctx.clone(), self.settings.clone()));
         (run, ctx)
     }
 
@@ -338,7 +338,7 @@ impl Harness {
             self.secret_namespace.clone(),
             self.load_hash_key().await,
         );
-        self.operator = run_operator(self.ctx.clone(), self.settings.clone());
+        self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
     }
 
     /// Like [`Self::restart_operator`], with a kube client (still the operator's identity) that
@@ -874,7 +874,7 @@ impl Harness {
         };
         ctx.recorder = kube::runtime::events::Recorder::new(kube, reporter);
         let ctx = Arc::new(ctx);
-        let operator = run_operator(ctx, settings);
+        let operator = tokio::spawn(controller::run(ctx, settings));
         Installation {
             id: id.to_string(),
             emulator,
@@ -1016,13 +1016,4 @@ where
             Ok(response)
         })
     }
-}
-
-/// The operator's controllers in a task of their own; a controller's panic fails the task.
-fn run_operator(ctx: Arc<Context>, settings: Settings) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        if let Err(e) = controller::run(ctx, settings).await {
-            panic!("{e}");
-        }
-    })
 }
