@@ -452,10 +452,10 @@ async fn run_kind<K: Managed>(
         let (ctx, listing) = (ctx.clone(), listing.clone());
         let relayed = std::sync::Mutex::new(relay::Relayed::default());
         move |event: &watcher::Event<K>| {
-            ctx.followers.observe(
-                &mut listing.lock().unwrap_or_else(|e| e.into_inner()),
-                event,
-            );
+            relay::kept_to_the_change(K::KIND, &ctx.metrics, || {
+                let mut listing = listing.lock().unwrap_or_else(|e| e.into_inner());
+                ctx.followers.observe(&mut listing, event)
+            });
             relayed
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -479,10 +479,10 @@ async fn run_kind<K: Managed>(
             skipped: Box::new({
                 let ctx = ctx.clone();
                 move |event: &watcher::Event<K>| {
-                    ctx.followers.observe(
-                        &mut listing.lock().unwrap_or_else(|e| e.into_inner()),
-                        event,
-                    )
+                    relay::kept_to_the_change(K::KIND, &ctx.metrics, || {
+                        let mut listing = listing.lock().unwrap_or_else(|e| e.into_inner());
+                        ctx.followers.observe(&mut listing, event)
+                    })
                 }
             }),
             unindex: Arc::new({

@@ -49,6 +49,17 @@ pub fn requeue_when<S: Watchable, K: Watchable>(
     controller.watches_shared_stream(stream, contained(ctx.metrics.clone(), map))
 }
 
+/// `step`, one step of a watch callback for one change of an object of `kind` (what the
+/// promotion followers learn from it), with a panic in it (a bug) kept to that step: it is
+/// logged and counted as the kind's panic, and the callback's other steps and the next change
+/// go on. Uncaught, it would end the watch, and with it the kind's controller.
+pub fn kept_to_the_change(kind: &str, metrics: &Metrics, step: impl FnOnce()) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(step)).is_err() {
+        metrics.reconcile_panicked(kind);
+        tracing::error!(%kind, "a watch callback panicked on one change (a bug): that step is skipped for it; the others go on");
+    }
+}
+
 /// `map`, a trigger's mapping of a changed object to the objects to reconcile, with a panic in
 /// it (a bug) kept to the one change: it maps to nothing, is logged and counted as the kind's
 /// panic (`aigw_reconciles_total{result="panic"}`, which `AigwReconcilePanicked` watches).
@@ -223,6 +234,22 @@ mod tests {
         drop(relay.subscribe::<ConfigMap>(None));
         relay.publish(None, || Arc::new(map("a", "one")));
         relay.publish::<ConfigMap>(None, || unreachable!("its only subscriber is gone"));
+    }
+
+    /// A watch callback's step that panics on one change is skipped for it and counted; the
+    /// steps after it run.
+    #[test]
+    fn a_panicking_watch_step_is_kept_to_its_change() {
+        let metrics = Metrics::default();
+        let mut after = false;
+        kept_to_the_change("ConfigMap", &metrics, || {
+            let bug: Option<()> = std::hint::black_box(None);
+            bug.expect("a bug");
+        });
+        kept_to_the_change("ConfigMap", &metrics, || after = true);
+        assert!(after);
+        let counted = r#"aigw_reconciles_total{kind="ConfigMap",result="panic"} 1"#;
+        assert!(metrics.encode().contains(counted), "{}", metrics.encode());
     }
 
     /// A trigger's mapping that panics maps its change to no object and counts the kind's
