@@ -35,8 +35,11 @@ pub struct ConnectionSpec {
     /// Extra headers sent on every request, e.g. `x-tsg-id`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<Header>,
-    /// Requests per second allowed to the API through this connection.
+    /// Requests per second allowed to the API through this connection (at least 0.1).
     #[schemars(range(min = 0.1))]
+    // The apiserver checks an integer against `minimum` truncated (0.1 as 0), so `qps: 0`,
+    // which the client would take for no limit at all, passed the schema alone.
+    #[x_kube(validation = Rule::new("self >= 0.1").message("spec.qps must be at least 0.1 requests per second"))]
     pub qps: Option<f64>,
     /// Burst above `qps`.
     #[schemars(range(min = 1))]

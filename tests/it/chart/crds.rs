@@ -120,6 +120,24 @@ async fn invalid_manifests_are_rejected_naming_the_field() {
     spec["conditions"] = json!(vec![json!({"key": "workspace_id", "value": "ws"}); 1001]);
     let message = rejection(&env, POLICIES, "many-conditions", spec).await;
     support::assert_mentions(&message, &["spec.conditions", "1000"]);
+
+    // The apiserver checks an integer against a fractional minimum truncated: `qps: 0` passed
+    // `minimum: 0.1` (and the client took it for no limit).
+    let gvk = GroupVersionKind::gvk("aigw.io", "v1alpha1", "Connection");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "connections");
+    let connections = Api::<DynamicObject>::all_with(env.client.clone(), &resource);
+    let secret = json!({"name": "t", "key": "token", "namespace": env.namespace});
+    let spec = json!({"managementUrl": "https://api.example", "qps": 0,
+                      "auth": {"bearerToken": {"secretRef": secret}}});
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let created = connections
+        .create(&dry_run, &object("Connection", "no-limit", spec))
+        .await;
+    let message = support::refusal(created, "a Connection of qps 0".to_string());
+    support::assert_mentions(&message, &["spec.qps", "at least 0.1"]);
     env.cleanup().await;
 }
 
