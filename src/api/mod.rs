@@ -42,4 +42,4 @@ pub use handles::{
 pub use models::*;
 pub use oauth::OAuth2ClientCredentials;
 pub use secret::SecretString;
-pub use token::{FileToken, StaticToken, TokenFuture, TokenSource};
+pub use token::{FileToken, IN_FLIGHT, StaticToken, TokenFuture, TokenSource};

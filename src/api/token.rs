@@ -78,7 +78,7 @@ pub struct FileToken {
 
 /// How long a replaced token may still ride a request (its timeout and retries) whose answer
 /// quotes it: [`TokenSource::handed_out`] answers with it that long.
-pub(super) const IN_FLIGHT: Duration = Duration::from_secs(300);
+pub const IN_FLIGHT: Duration = Duration::from_secs(300);
 
 /// How many replaced tokens a source remembers at most (within [`IN_FLIGHT`]).
 const REPLACED_KEPT: usize = 16;

@@ -190,7 +190,7 @@ fn applied(integration: &Integration) -> bool {
         integration.metadata.generation,
         status.managed.observed_generation,
         conditions,
-    ) && ready.is_some_and(|c| c.reason != "Observed")
+    ) && ready.is_some_and(|c| c.reason != crate::controller::driver::OBSERVED)
 }
 
 /// Replaces, in `current` (the read) and `desired`, the value at every path the spec takes from

@@ -145,7 +145,7 @@ pub struct Drift {
     /// `epoch + phase × interval`, then once per interval ([`Drift::full_read_falls`]).
     epoch: Instant,
     /// Per kind and Connection, the full-read interval in force (grown with N when needed).
-    full_read: Mutex<HashMap<(&'static str, String), Duration>>,
+    full_read: Mutex<HashMap<&'static str, HashMap<String, Duration>>>,
     /// `--dry-run`: the objects read once already by this process.
     read: Mutex<HashSet<String>>,
     /// The versions this process's own writes replaced, of the objects whose cache shows the
@@ -448,8 +448,12 @@ impl Drift {
         kind: &'static str,
         listed: &HashMap<String, usize>,
     ) {
-        lock(&self.full_read).retain(|(of, connection), _| {
-            let kept = *of != kind || listed.contains_key(connection);
+        let mut full_read = lock(&self.full_read);
+        let Some(intervals) = full_read.get_mut(kind) else {
+            return;
+        };
+        intervals.retain(|connection, _| {
+            let kept = listed.contains_key(connection);
             if !kept {
                 metrics.forget_full_read_interval(kind, connection);
             }
@@ -459,8 +463,9 @@ impl Drift {
 
     /// The full-read interval of the objects of `kind` that use Connection `connection`.
     fn full_read_interval(&self, kind: &'static str, connection: &str) -> Duration {
-        lock(&self.full_read)
-            .get(&(kind, connection.to_string()))
+        let full_read = lock(&self.full_read);
+        let interval = full_read.get(kind).and_then(|of| of.get(connection));
+        interval
             .copied()
             .unwrap_or(self.settings.full_read_interval)
     }
@@ -483,7 +488,10 @@ impl Drift {
             .unwrap_or_default();
         let interval = configured.max(needed);
         metrics.full_read_interval(kind, &connection, interval);
-        let previous = lock(&self.full_read).insert((kind, connection.clone()), interval);
+        let previous = lock(&self.full_read)
+            .entry(kind)
+            .or_default()
+            .insert(connection.clone(), interval);
         if interval > configured && previous.is_none_or(|p| p.abs_diff(interval) > p / 10) {
             warn!(
                 kind,
@@ -801,22 +809,22 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
             }
         }
     }
+    // Each Connection's qps; one no client was built for yet (only full reads fell due) is
+    // taken as the slowest listed.
+    let qps = |connection: &str| ctx.connections.qps_of(connection).unwrap_or(slowest);
     ctx.drift.forget_full_reads(&ctx.metrics, K::KIND, &listed);
     for (connection, objects) in listed {
-        // A Connection no client was built for yet (only full reads fell due): the slowest.
-        let qps = ctx.connections.qps_of(&connection).unwrap_or(slowest);
+        let qps = qps(&connection);
         ctx.drift
             .fit_full_read(&ctx.metrics, (K::KIND, connection), objects, qps);
     }
     // One budget per Connection, however many workspaces it listed: each Connection's reads
     // are paced by its own drift share, at the same time as the others', so a tenant's slow
-    // Connection holds back no other tenant's reads. A Connection no client was built for yet
-    // (only full reads fell due) is paced as the slowest listed.
+    // Connection holds back no other tenant's reads.
     let due = due
         .into_iter()
         .map(|read| (read.0.connection_name().to_string(), read));
-    let qps = |connection: &str| ctx.connections.qps_of(connection);
-    let lanes = lanes(&ctx.drift.settings, due, qps, slowest);
+    let lanes = lanes(&ctx.drift.settings, due, qps);
     let ask = |(object, why): (Arc<K>, &'static str)| {
         let reference = ObjectRef::from_obj(object.as_ref());
         debug!(kind = K::KIND, object = %reference, why, "drift: reading again");
@@ -837,21 +845,18 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
 }
 
 /// The reads `due` asks for, one lane per Connection (the name beside each read), each
-/// [`spacing`] by its Connection's drift share: of `qps` of it where known (`Some(None)`: a
-/// client without a limit), else of `fallback`.
+/// [`spacing`] by its Connection's drift share of its `qps` (`None`: without a limit).
 fn lanes<T>(
     settings: &DriftSettings,
     due: impl IntoIterator<Item = (String, T)>,
-    qps: impl Fn(&str) -> Option<Option<f64>>,
-    fallback: Option<f64>,
+    qps: impl Fn(&str) -> Option<f64>,
 ) -> Vec<(Duration, Vec<T>)> {
     let mut by_connection: BTreeMap<String, Vec<T>> = BTreeMap::new();
     for (connection, read) in due {
         by_connection.entry(connection).or_default().push(read);
     }
     let lane = |(connection, reads): (String, Vec<T>)| {
-        let qps = qps(&connection).unwrap_or(fallback);
-        (spacing(settings, qps, reads.len()), reads)
+        (spacing(settings, qps(&connection), reads.len()), reads)
     };
     by_connection.into_iter().map(lane).collect()
 }
@@ -996,15 +1001,16 @@ mod tests {
             ("free", 5),
         ]
         .map(|(c, n)| (c.to_string(), n));
+        // Where no client is known, 2 qps: what the pass takes for the slowest listed.
         let qps = |connection: &str| match connection {
-            "slow" => Some(Some(0.25)),
-            "fast" => Some(Some(100.0)),
-            "free" => Some(None),
-            _ => None,
+            "slow" => Some(0.25),
+            "fast" => Some(100.0),
+            "free" => None,
+            _ => Some(2.0),
         };
         let secs = |s: f64| Duration::from_secs_f64(s);
         assert_eq!(
-            lanes(&settings, due, qps, Some(2.0)),
+            lanes(&settings, due, qps),
             vec![
                 // 10 s: a quarter of the interval for its one read; its qps allows more.
                 (secs(10.0), vec![2]),
@@ -1017,7 +1023,7 @@ mod tests {
             ]
         );
         let crowded = (0..100).map(|n| ("unlisted".to_string(), n));
-        let spaced = lanes(&settings, crowded, |_| None, Some(2.0));
+        let spaced = lanes(&settings, crowded, |_| Some(2.0));
         assert_eq!(spaced[0].0, secs(1.0), "1 / (2 qps × 0.5 share)");
     }
 

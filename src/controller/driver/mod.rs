@@ -40,6 +40,7 @@ use crate::resources::common::{
 };
 use finish::{Ending, finish};
 pub use kind::{Change, Cx, Managed, object_key, observed, orphaned, removed};
+pub use modes::OBSERVED;
 use modes::{cleanup_as_orphan, hold_paused, leave_observed, observe_mode, resume_if_paused};
 
 /// The reconcile function handed to `kube::runtime::Controller::run`. It works from the watch

@@ -165,6 +165,9 @@ async fn nothing_to_observe<K: Managed>(
     Action::await_change()
 }
 
+/// The `Ready` reason of an object in Observe: read, nothing written.
+pub const OBSERVED: &str = "Observed";
+
 /// A successful observation: Ready (the observation is what Observe promises), and `Drifted`
 /// saying whether, and in which fields, the remote object differs from the spec.
 async fn record_observation<K: Managed>(
@@ -175,7 +178,7 @@ async fn record_observation<K: Managed>(
 ) {
     let generation = cx.object.meta().generation;
     let outcome = Outcome::Ready {
-        reason: "Observed".into(),
+        reason: OBSERVED.into(),
         message: format!(
             "observed the remote {} (managementPolicy Observe: aigw does not write to it)",
             K::KIND

@@ -799,8 +799,8 @@ fn progress<K>(event: kube::runtime::watcher::Event<K>) -> kube::runtime::watche
 const RETIRED_KEPT: usize = 32;
 
 /// How long a replaced client nobody holds any more still counts: its last requests' timeout
-/// and retries.
-const RETIRED_FOR: Duration = Duration::from_secs(300);
+/// and retries, as long as a token source answers for a token it replaced.
+const RETIRED_FOR: Duration = crate::api::IN_FLIGHT;
 
 #[derive(Clone)]
 struct Cached {

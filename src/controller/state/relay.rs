@@ -54,10 +54,8 @@ pub fn requeue_when<S: Watchable, K: Watchable>(
 /// logged and counted as the kind's panic, and the callback's other steps and the next change
 /// go on. Uncaught, it would end the watch, and with it the kind's controller.
 pub fn kept_to_the_change(kind: &str, metrics: &Metrics, step: impl FnOnce()) {
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(step)).is_err() {
-        metrics.reconcile_panicked(kind);
-        tracing::error!(%kind, "a watch callback panicked on one change (a bug): that step is skipped for it; the others go on");
-    }
+    let what = "a watch callback panicked on one change (a bug): that step is skipped for it";
+    caught(kind, metrics, what, step);
 }
 
 /// `map`, a trigger's mapping of a changed object to the objects to reconcile, with a panic in
@@ -69,15 +67,20 @@ pub fn contained<S, K: Watchable>(
     metrics: Arc<Metrics>,
     map: impl Fn(S) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
 ) -> impl Fn(S) -> Vec<ObjectRef<K>> + Send + Sync + 'static {
-    move |source| match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| map(source))) {
-        Ok(objects) => objects,
-        Err(_) => {
-            let kind = K::kind(&());
-            metrics.reconcile_panicked(&kind);
-            tracing::error!(%kind, "a trigger's mapping of a changed object panicked (a bug): the change wakes no object; the others go on");
-            Vec::new()
-        }
+    let what =
+        "a trigger's mapping of a changed object panicked (a bug): the change wakes no object";
+    move |source| caught(&K::kind(&()), &metrics, what, || map(source)).unwrap_or_default()
+}
+
+/// `f`'s result, or `None` when it panicked: then `what` happened is logged and counted as
+/// `kind`'s panic, and the others go on.
+fn caught<T>(kind: &str, metrics: &Metrics, what: &str, f: impl FnOnce() -> T) -> Option<T> {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    if result.is_err() {
+        metrics.reconcile_panicked(kind);
+        tracing::error!(%kind, "{what}; the others go on");
     }
+    result.ok()
 }
 
 /// The subscribers of each kind, by the kind's type.
