@@ -40,7 +40,7 @@ use crate::api;
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = rules::set_at_creation("slug", "Guardrail"))]
 #[x_kube(validation = rules::set_at_creation("workspaceId", "Guardrail"))]
-#[x_kube(validation = rules::set_at_creation("target", "Guardrail"))]
+#[x_kube(validation = rules::fixed_defaulting("target", "llm", "Guardrail"))]
 #[x_kube(validation = rules::same_connection("Guardrail"))]
 // A workspace guardrail is created in one workspace: the API requires `workspace_id`, so a spec
 // naming none is refused here rather than by a 400 on its first create.
@@ -85,7 +85,7 @@ pub struct GuardrailSpec {
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = rules::set_at_creation("slug", "ClusterGuardrail"))]
-#[x_kube(validation = rules::set_at_creation("target", "ClusterGuardrail"))]
+#[x_kube(validation = rules::fixed_defaulting("target", "llm", "ClusterGuardrail"))]
 #[x_kube(validation = rules::same_connection("ClusterGuardrail"))]
 #[x_kube(validation = Rule::new("!has(self.promotion) || self.promotion.after.all(a, !has(a.namespace))").field_path(".promotion.after").reason(Reason::FieldValueForbidden).message("spec.promotion.after of a ClusterGuardrail names other ClusterGuardrails, which are cluster-scoped: leave namespace out"))]
 pub struct ClusterGuardrailSpec {
@@ -108,7 +108,9 @@ pub struct GuardrailDefinition {
     #[schemars(length(min = 1, max = 255))]
     pub name: String,
 
-    /// What the guardrail checks: `llm` (model calls, the default) or `mcp_tools`. Immutable.
+    /// What the guardrail checks: `llm` (model calls, the default) or `mcp_tools`. Immutable;
+    /// absent means `llm`, so writing `target: llm` out later, or leaving it out again, is no
+    /// change.
     #[x_kube(validation = Rule::new("self == oldSelf").message("target is immutable: create a new resource to change it"))]
     pub target: Option<GuardrailTarget>,
 

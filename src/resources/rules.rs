@@ -16,6 +16,21 @@ pub fn set_at_creation(field: &str, kind: &str) -> Rule {
         )))
 }
 
+/// `spec.<field>` keeps its value for the object's life, absent reading as `default` (what the
+/// API takes it for): writing the default out later, or leaving it out again, changes nothing
+/// and is allowed; any other change, or adding or removing another value, is refused.
+pub fn fixed_defaulting(field: &str, default: &str, kind: &str) -> Rule {
+    Rule::new(format!(
+        "(has(self.{field}) ? self.{field} : '{default}') == \
+         (has(oldSelf.{field}) ? oldSelf.{field} : '{default}')"
+    ))
+    .field_path(format!(".{field}"))
+    .reason(Reason::FieldValueInvalid)
+    .message(Message::Message(format!(
+        "spec.{field} is immutable (absent means {default}): create a new {kind} to change it"
+    )))
+}
+
 /// `spec.connectionRef` names the same Connection (`default` when absent) for the object's life.
 pub fn same_connection(kind: &str) -> Rule {
     Rule::new(

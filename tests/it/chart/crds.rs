@@ -254,6 +254,38 @@ async fn identity_fields_are_only_set_at_creation() {
     env.cleanup().await;
 }
 
+/// A Guardrail's `target` is fixed at creation, absent meaning `llm` (what the API takes it
+/// for): writing the default out later, as a manifest that spells every field does, or leaving
+/// it out again, is no change and is allowed; any other value is refused.
+#[tokio::test]
+async fn a_guardrail_target_may_be_written_out_as_its_default() {
+    let env = TestEnv::new("crds-guardrail-target").await;
+    let api = dynamic_api(&env, "Guardrail", "guardrails");
+    let spec = |target: Option<&str>| {
+        let mut spec = json!({"name": "pii", "workspaceId": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
+                              "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}}]});
+        if let Some(target) = target {
+            spec["target"] = json!(target);
+        }
+        spec
+    };
+    let target = |value: Value| json!({"spec": {"target": value}});
+    let refused = "spec.target is immutable (absent means llm)";
+
+    support::create(&api, &object("Guardrail", "implicit", spec(None))).await;
+    support::merge_patch(&api, "implicit", target(json!("llm"))).await;
+    support::merge_patch(&api, "implicit", target(Value::Null)).await;
+    let message = support::refused_patch(&api, "implicit", json!({"target": "mcp_tools"})).await;
+    support::assert_mentions(&message, &[refused, "create a new Guardrail"]);
+
+    support::create(&api, &object("Guardrail", "tools", spec(Some("mcp_tools")))).await;
+    for value in [Value::Null, json!("llm")] {
+        let message = support::refused_patch(&api, "tools", json!({"target": value})).await;
+        support::assert_mentions(&message, &["target is immutable"]);
+    }
+    env.cleanup().await;
+}
+
 /// The identities of Integration, Provider and ApiKey cannot change once created (the API
 /// cannot change them either): each refusal names the field and says what to do instead.
 #[tokio::test]
