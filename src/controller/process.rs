@@ -141,13 +141,9 @@ fn watched<K: Watchable>(
             .default_backoff()
             .filter_map(move |event| {
                 let unindex = unindex.as_deref();
-                futures::future::ready(readable_event(event, &cache, &*on_unreadable, unindex))
-            })
-            .modify(move |object| as_cached(object, prepare))
-            .inspect(move |event| {
-                if let Ok(event) = event {
-                    on_event(event);
-                }
+                let taken =
+                    into_cache(event, &cache, &*on_unreadable, unindex, prepare, &*on_event);
+                futures::future::ready(taken)
             })
             .boxed()
     };
@@ -205,6 +201,82 @@ pub fn as_cached<K: kube::Resource>(object: &mut K, prepare: fn(&mut K)) {
     }
 }
 
+/// What the cache of `K` takes for a watch event of [`Readable<K>`] (see [`readable_event`] and
+/// [`taken`]): an object that does not decode, or whose taking panics, is reported and left out.
+fn into_cache<K: Watchable>(
+    event: Result<watcher::Event<Readable<K>>, watcher::Error>,
+    cache: &Store<K>,
+    report: &dyn Fn(&Unreadable),
+    unindex: Option<&(dyn Fn(&str) + Send + Sync)>,
+    prepare: fn(&mut K),
+    on_event: &dyn Fn(&watcher::Event<K>),
+) -> Option<Result<watcher::Event<K>, watcher::Error>> {
+    match readable_event(event, cache, &report, unindex)? {
+        Ok(event) => match taken(event, prepare, on_event) {
+            Ok(event) => Some(Ok(event)),
+            Err(left) => {
+                report(&left.unreadable);
+                // In a list, as for an object that does not decode, nothing is removed.
+                let removal = left_out(&left.unreadable, cache, unindex);
+                removal.filter(|_| !left.listed).map(Ok)
+            }
+        },
+        Err(error) => Some(Err(error)),
+    }
+}
+
+/// `event` made what the cache takes: each object as the cache keeps it ([`as_cached`]), then
+/// seen by `on_event` (the claim index). A panic on the way (a bug, which an object's content may
+/// trip) is kept to the object: it comes back as [`Unreadable`], which the watch reports and
+/// leaves out of the cache as it does an object that does not decode, so neither a copy half
+/// made (its create intent not yet read into its status) is reconciled, nor does the watch end
+/// and stop the kind for every namespace.
+fn taken<K: Watchable>(
+    event: watcher::Event<K>,
+    prepare: fn(&mut K),
+    on_event: &dyn Fn(&watcher::Event<K>),
+) -> Result<watcher::Event<K>, Box<LeftOut>> {
+    use watcher::Event;
+    let mut event = event;
+    let take = std::panic::AssertUnwindSafe(|| {
+        if let Event::Apply(object) | Event::InitApply(object) | Event::Delete(object) = &mut event
+        {
+            as_cached(object, prepare);
+        }
+        on_event(&event);
+    });
+    match std::panic::catch_unwind(take) {
+        Ok(()) => Ok(event),
+        Err(_) => {
+            // The start or the end of a list carries no object: it goes on to the cache.
+            let (Event::Apply(object) | Event::InitApply(object) | Event::Delete(object)) = &event
+            else {
+                error!(kind = %K::kind(&()), "the claim index panicked on a list's start or end (a bug); the watch goes on");
+                return Ok(event);
+            };
+            error!(kind = %K::kind(&()), object = %kube::ResourceExt::name_any(object), "taking an object into the watch cache panicked (a bug): it is left out as unreadable; the rest of the kind goes on");
+            let meta = object.meta();
+            let unreadable = Unreadable::panicked(kube::api::ObjectMeta {
+                name: meta.name.clone(),
+                namespace: meta.namespace.clone(),
+                uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
+                annotations: meta.annotations.clone(),
+                ..Default::default()
+            });
+            let listed = matches!(event, Event::InitApply(_));
+            Err(Box::new(LeftOut { unreadable, listed }))
+        }
+    }
+}
+
+/// An object [`taken`] leaves out of the cache.
+struct LeftOut {
+    unreadable: Unreadable,
+    /// It came in a list (`InitApply`).
+    listed: bool,
+}
+
 /// The event the cache of `K` takes for a watch event of [`Readable<K>`]. An object that does
 /// not decode is reported and kept out of the cache: a copy read before it changed is removed
 /// (as a relist would leave it out), so nothing reconciles a spec that is no longer the
@@ -216,19 +288,7 @@ fn readable_event<K: Watchable>(
     unindex: Option<&(dyn Fn(&str) + Send + Sync)>,
 ) -> Option<Result<watcher::Event<K>, watcher::Error>> {
     use watcher::Event;
-    let cached = |unreadable: &Unreadable| {
-        let mut key = ObjectRef::<K>::new(unreadable.meta.name.as_deref()?);
-        if let Some(namespace) = &unreadable.meta.namespace {
-            key = key.within(namespace);
-        }
-        let copy = cache.get(&key);
-        if copy.is_none()
-            && let Some(unindex) = unindex
-        {
-            unindex(unreadable.meta.uid.as_deref().unwrap_or_default());
-        }
-        copy.map(|object| Event::Delete(K::clone(&object)))
-    };
+    let cached = |unreadable: &Unreadable| left_out(unreadable, cache, unindex);
     let event = match event {
         Err(error) => return Some(Err(error)),
         Ok(event) => event,
@@ -250,6 +310,27 @@ fn readable_event<K: Watchable>(
         Event::Delete(Readable::Unreadable(unreadable)) => cached(&unreadable)?,
     };
     Some(Ok(mapped))
+}
+
+/// What the cache takes for `unreadable`, which it keeps out: the removal of a copy read before
+/// (as a relist would leave it out), so nothing reconciles a spec that is no longer the object's.
+/// Without a copy, its claim is dropped from the index (`unindex`, with `--shards`).
+fn left_out<K: Watchable>(
+    unreadable: &Unreadable,
+    cache: &Store<K>,
+    unindex: Option<&(dyn Fn(&str) + Send + Sync)>,
+) -> Option<watcher::Event<K>> {
+    let mut key = ObjectRef::<K>::new(unreadable.meta.name.as_deref()?);
+    if let Some(namespace) = &unreadable.meta.namespace {
+        key = key.within(namespace);
+    }
+    let copy = cache.get(&key);
+    if copy.is_none()
+        && let Some(unindex) = unindex
+    {
+        unindex(unreadable.meta.uid.as_deref().unwrap_or_default());
+    }
+    copy.map(|object| watcher::Event::Delete(K::clone(&object)))
 }
 
 /// The annotation `kubectl apply` keeps the whole last applied manifest in.
@@ -555,20 +636,30 @@ async fn run_kind<K: Managed>(
     if let Some(extra) = extra {
         triggers = extra(triggers);
     }
-    let controller = triggers
-        .controller()
-        .shutdown_on_signal()
-        .run(
-            taking_turns(slots, latest, driver::reconcile::<K>),
-            driver::error_policy::<K>,
-            ctx,
-        )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                controller_error(K::KIND, &e);
-            }
-        });
-    controller.await;
+    let controller = triggers.controller().shutdown_on_signal().run(
+        taking_turns(slots, latest, driver::reconcile::<K>),
+        driver::error_policy::<K>,
+        ctx,
+    );
+    drained(K::KIND, controller).await;
+}
+
+/// Runs a controller of `kind` to its end, logging what its stream reports
+/// ([`controller_error`]).
+async fn drained<T, E, Q>(
+    kind: &str,
+    results: impl futures::Stream<Item = Result<T, kube::runtime::controller::Error<E, Q>>>,
+) where
+    E: std::error::Error + 'static,
+    Q: std::error::Error + 'static,
+{
+    let logged = |result: Result<T, _>| {
+        if let Err(e) = result {
+            controller_error(kind, &e);
+        }
+        futures::future::ready(())
+    };
+    results.for_each(logged).await;
 }
 
 /// Logs what a controller's stream reports. A failed reconcile was logged by the kind's
@@ -601,17 +692,20 @@ fn claimed_by_annotation_only<K: Managed>(
 ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
     use crate::controller::state::installation::Claim;
     let installation = ctx.installation.clone();
+    let metrics = ctx.metrics.clone();
     ctx.installation.guard().lost().flat_map(move |()| {
-        let unrecorded: Vec<ObjectRef<K>> = store
-            .state()
-            .iter()
-            .filter(|o| {
-                o.recorded_installation().is_none()
-                    && installation.claim_in(o.meta()) == Claim::Ours
-            })
-            .map(|o| ObjectRef::from_obj(&**o))
-            .collect();
-        futures::stream::iter(unrecorded)
+        let unrecorded = relay::caught(K::KIND, &metrics, relay::MAPPING_PANICKED, || {
+            store
+                .state()
+                .iter()
+                .filter(|o| {
+                    o.recorded_installation().is_none()
+                        && installation.claim_in(o.meta()) == Claim::Ours
+                })
+                .map(|o| ObjectRef::from_obj(&**o))
+                .collect::<Vec<_>>()
+        });
+        futures::stream::iter(unrecorded.unwrap_or_default())
     })
 }
 
@@ -623,14 +717,19 @@ fn users_of_changed_connections<K: Watchable>(
     store: Store<K>,
     connection_of: fn(&K) -> &str,
 ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
-    told(ctx.connection_changes.subscribe(), store, move |o, name| {
-        connection_of(o) == name
-    })
+    let metrics = ctx.metrics.clone();
+    told(
+        metrics,
+        ctx.connection_changes.subscribe(),
+        store,
+        move |o, name| connection_of(o) == name,
+    )
 }
 
 /// The objects of `store` that `concerns` each name told on `names` (lagging past the oldest
 /// is fine: those objects are looked at again at their drift check).
 fn told<K: Watchable>(
+    metrics: Arc<crate::controller::Metrics>,
     names: tokio::sync::broadcast::Receiver<String>,
     store: Store<K>,
     concerns: impl Fn(&K, &str) -> bool + Send + 'static,
@@ -645,13 +744,15 @@ fn told<K: Watchable>(
         }
     })
     .flat_map(move |name: String| {
-        let objects: Vec<_> = store
-            .state()
-            .iter()
-            .filter(|o| concerns(o, &name))
-            .map(|o| ObjectRef::from_obj(o.as_ref()))
-            .collect();
-        futures::stream::iter(objects)
+        let objects = relay::caught(&K::kind(&()), &metrics, relay::MAPPING_PANICKED, || {
+            store
+                .state()
+                .iter()
+                .filter(|o| concerns(o, &name))
+                .map(|o| ObjectRef::from_obj(o.as_ref()))
+                .collect::<Vec<_>>()
+        });
+        futures::stream::iter(objects.unwrap_or_default())
     })
 }
 
@@ -703,6 +804,7 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
     // its Ready, and its users waiting on it, follow at once rather than at the drift check.
     let secret_namespace = ctx.connections.secret_namespace().map(str::to_string);
     let readers = told(
+        ctx.metrics.clone(),
         ctx.connections.secret_changes(),
         store.clone(),
         move |c: &crate::resources::Connection, secret| {
@@ -711,7 +813,7 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
             })
         },
     );
-    Controller::for_stream(connections, store)
+    let controller = Controller::for_stream(connections, store)
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_on(readers)
         .reconcile_all_on(ctx.leadership.acquired())
@@ -724,13 +826,8 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
             },
             connection::error_policy,
             ctx,
-        )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                controller_error("Connection", &e);
-            }
-        })
-        .await;
+        );
+    drained("Connection", controller).await;
 }
 
 /// The ConfigRollouts of `namespace`: each reconciled when it changes, when an ApiKey of its
@@ -778,7 +875,7 @@ async fn run_rollouts(
         store.clone(),
         move |rollout: &ConfigRollout, key: &ApiKey| beside(rollout, &key.metadata),
     );
-    relay::requeue_when(
+    let controller = relay::requeue_when(
         controller,
         &ctx,
         ns,
@@ -796,13 +893,8 @@ async fn run_rollouts(
         taking_turns(slots, latest, config_rollout::reconcile),
         config_rollout::error_policy,
         ctx,
-    )
-    .for_each(|result| async move {
-        if let Err(e) = result {
-            controller_error("ConfigRollout", &e);
-        }
-    })
-    .await;
+    );
+    drained("ConfigRollout", controller).await;
 }
 
 /// Keeps the `aigw_leader` gauge equal to this replica's leadership.
@@ -1076,6 +1168,57 @@ mod tests {
         let (slot, object) = waiting.await.unwrap().expect("still in the cache");
         assert!(slot.is_some(), "holds the slot for the reconcile");
         assert_eq!(object.data.as_ref().unwrap()["v"], "edited");
+    }
+
+    /// An object whose taking into the cache panics (a bug its content trips) is reported as
+    /// unreadable and left out, its earlier copy removed; the objects after it, and the list's
+    /// end, go on to the cache.
+    #[test]
+    fn an_object_whose_taking_panics_is_left_out_alone() {
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        writer.apply_watcher_event(&Event::Apply(map("before")));
+        let reported = std::sync::Mutex::new(Vec::new());
+        let report = |u: &Unreadable| reported.lock().unwrap().push(u.reason.clone());
+        fn prepare(object: &mut ConfigMap) {
+            let data = object.data.get_or_insert_default();
+            assert_ne!(data["v"], "trips a bug", "a bug");
+            data.insert("prepared".into(), "yes".into());
+        }
+        let indexed = std::sync::Mutex::new(0);
+        let on_event = |event: &Event<ConfigMap>| match event {
+            Event::InitDone => panic!("a bug in the index"),
+            _ => *indexed.lock().unwrap() += 1,
+        };
+        // An applied object, or the end of a list.
+        let take = |object: Option<ConfigMap>| {
+            let readable = match object {
+                Some(object) => Event::Apply(Readable::Object(object)),
+                None => Event::InitDone,
+            };
+            into_cache(Ok(readable), &store, &report, None, prepare, &on_event)
+        };
+
+        let Some(Ok(Event::Delete(removed))) = take(Some(map("trips a bug"))) else {
+            panic!("the earlier copy is not removed");
+        };
+        assert_eq!(removed.data.unwrap()["v"], "before");
+        assert_eq!(reported.lock().unwrap().len(), 1);
+        assert!(reported.lock().unwrap()[0].contains("panicked"));
+        assert_eq!(
+            *indexed.lock().unwrap(),
+            0,
+            "the panicking object is not indexed"
+        );
+
+        let Some(Ok(Event::Apply(next))) = take(Some(map("next"))) else {
+            panic!("the next object is not taken");
+        };
+        assert_eq!(next.data.unwrap()["prepared"], "yes");
+        assert_eq!(*indexed.lock().unwrap(), 1);
+        let Some(Ok(Event::InitDone)) = take(None) else {
+            panic!("the end of a list is not taken");
+        };
+        assert_eq!(reported.lock().unwrap().len(), 1);
     }
 
     /// An object deleted (or moved out of this replica's share) while its reconcile waited is

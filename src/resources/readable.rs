@@ -72,6 +72,18 @@ pub fn partition<K>(items: impl IntoIterator<Item = Readable<K>>) -> (Vec<K>, Ve
 }
 
 impl Unreadable {
+    /// An object whose handling panicked once it decoded (a bug in aigw), kept out of the watch
+    /// cache as one that did not decode; `meta`, what of it identifies it.
+    pub fn panicked(meta: ObjectMeta) -> Self {
+        Self {
+            meta,
+            reason: "aigw panicked while taking it into the watch cache (a bug in aigw: please \
+                     report it with the operator's log)"
+                .into(),
+            text: Arc::from(""),
+        }
+    }
+
     fn new(text: &str, error: &serde_json::Error) -> Self {
         // Only the fields named here are decoded; serde_json skips the rest (however deep)
         // without recursing.

@@ -67,14 +67,18 @@ pub fn contained<S, K: Watchable>(
     metrics: Arc<Metrics>,
     map: impl Fn(S) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
 ) -> impl Fn(S) -> Vec<ObjectRef<K>> + Send + Sync + 'static {
-    let what =
-        "a trigger's mapping of a changed object panicked (a bug): the change wakes no object";
-    move |source| caught(&K::kind(&()), &metrics, what, || map(source)).unwrap_or_default()
+    move |source| {
+        caught(&K::kind(&()), &metrics, MAPPING_PANICKED, || map(source)).unwrap_or_default()
+    }
 }
+
+/// What a trigger whose mapping of a change to the objects it concerns panicked logs.
+pub const MAPPING_PANICKED: &str =
+    "a trigger's mapping of a change to its objects panicked (a bug): the change wakes no object";
 
 /// `f`'s result, or `None` when it panicked: then `what` happened is logged and counted as
 /// `kind`'s panic, and the others go on.
-fn caught<T>(kind: &str, metrics: &Metrics, what: &str, f: impl FnOnce() -> T) -> Option<T> {
+pub fn caught<T>(kind: &str, metrics: &Metrics, what: &str, f: impl FnOnce() -> T) -> Option<T> {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     if result.is_err() {
         metrics.reconcile_panicked(kind);
