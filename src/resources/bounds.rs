@@ -22,7 +22,23 @@ pub const MAX_ITEMS: i64 = 1000;
 /// The most entries a spec map (`additionalProperties`) without a bound of its own may hold.
 pub const MAX_ENTRIES: i64 = 1000;
 
-/// `crd` with every string, list and map under `spec` that has no bound given one.
+/// A DNS-1123 subdomain, as Kubernetes checks the name of a Secret or of an aigw resource.
+pub const DNS_SUBDOMAIN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// A DNS-1123 label, as Kubernetes checks the name of a namespace.
+pub const DNS_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// A key of a Secret's data, as Kubernetes checks it.
+pub const SECRET_KEY: &str = r"^[-._a-zA-Z0-9]+$";
+
+/// The lists whose items name Kubernetes objects besides the `…Ref`/`…Refs` fields:
+/// `promotion.after` (resources of the kind) and `rotation.restart` (workloads).
+const REFERENCE_LISTS: [&str; 2] = ["after", "restart"];
+
+/// `crd` with every string, list and map under `spec` that has no bound given one, and every
+/// reference's `name`, `namespace` and Secret `key` checked as Kubernetes checks them
+/// ([`checked_references`]).
 pub fn bounded(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
         let spec = version
@@ -32,10 +48,46 @@ pub fn bounded(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
             .and_then(|root| root.properties.as_mut())
             .and_then(|properties| properties.get_mut("spec"));
         if let Some(spec) = spec {
+            checked_references(spec);
             bound(spec);
         }
     }
     crd
+}
+
+/// Gives the `name`, `namespace` and `key` of every reference under `schema` (a `…Ref` object,
+/// the items of a `…Refs` list or of [`REFERENCE_LISTS`]) the pattern and length Kubernetes
+/// names and Secret keys have, so a name that could never be found (`My_Secret`) is refused at
+/// admission naming its field rather than waited on as missing.
+fn checked_references(schema: &mut JSONSchemaProps) {
+    for (field, property) in schema.properties.iter_mut().flatten() {
+        let listed = field.ends_with("Refs") || REFERENCE_LISTS.contains(&field.as_str());
+        if field.ends_with("Ref") {
+            name_checked(property);
+        } else if listed && let Some(JSONSchemaPropsOrArray::Schema(items)) = &mut property.items {
+            name_checked(items);
+        }
+        checked_references(property);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schema(items)) = schema.items.as_mut() {
+        checked_references(items);
+    }
+}
+
+fn name_checked(reference: &mut JSONSchemaProps) {
+    for (field, property) in reference.properties.iter_mut().flatten() {
+        let (pattern, longest) = match field.as_str() {
+            "name" => (DNS_SUBDOMAIN, 253),
+            "namespace" => (DNS_LABEL, 63),
+            "key" => (SECRET_KEY, 253),
+            _ => continue,
+        };
+        if property.type_.as_deref() == Some("string") && property.pattern.is_none() {
+            property.pattern = Some(pattern.to_string());
+            let length = property.max_length.get_or_insert(longest);
+            *length = (*length).min(longest);
+        }
+    }
 }
 
 fn bound(schema: &mut JSONSchemaProps) {
@@ -115,5 +167,54 @@ mod tests {
         }
         assert!(found.is_empty(), "unbounded: {found:#?}");
         assert!(strings > 100, "{strings} bounded strings");
+    }
+
+    /// Every reference's name, namespace and Secret key is checked as Kubernetes checks it.
+    #[test]
+    fn every_reference_name_is_checked_as_kubernetes_names_are() {
+        let checked = |kind: &str, path: &str| {
+            let crd = crate::resources::crds()
+                .into_iter()
+                .map(|(_, crd)| crd)
+                .find(|crd| crd.spec.names.kind == kind)
+                .unwrap();
+            let root = crd.spec.versions[0].schema.clone().unwrap();
+            let mut schema = root.open_api_v3_schema.unwrap();
+            for step in path.split('.') {
+                schema = match step {
+                    "[]" => match schema.items {
+                        Some(JSONSchemaPropsOrArray::Schema(items)) => *items,
+                        _ => panic!("{kind} {path}: no items"),
+                    },
+                    _ => schema.properties.unwrap().remove(step).unwrap(),
+                };
+            }
+            (schema.pattern, schema.max_length)
+        };
+        let subdomain = (Some(DNS_SUBDOMAIN.to_string()), Some(253));
+        let label = (Some(DNS_LABEL.to_string()), Some(63));
+        let key = (Some(SECRET_KEY.to_string()), Some(253));
+        for (kind, path, wanted) in [
+            ("Config", "spec.connectionRef.name", &subdomain),
+            ("Config", "spec.resourceRefs.[].name", &subdomain),
+            ("Config", "spec.secretRefs.[].secretKeyRef.key", &key),
+            ("Config", "spec.promotion.after.[].namespace", &label),
+            ("Deployment", "spec.rotation.restart.[].name", &subdomain),
+            ("ConfigRollout", "spec.stableConfigRef.namespace", &label),
+            (
+                "Connection",
+                "spec.auth.bearerToken.secretRef.namespace",
+                &label,
+            ),
+            (
+                "McpIntegration",
+                "spec.workspaces.[].workspaceRef.name",
+                &subdomain,
+            ),
+        ] {
+            assert_eq!(&checked(kind, path), wanted, "{kind} {path}");
+        }
+        // A display name is no Kubernetes name.
+        assert_eq!(checked("Config", "spec.name").0, None);
     }
 }

@@ -112,14 +112,29 @@ async fn invalid_manifests_are_rejected_naming_the_field() {
     assert!(message.contains("spec.groupBy"), "{message}");
 
     // Every spec string, list and map is bounded (a tenant could store 1.5 MiB in a name).
-    let mut spec = config_spec();
-    spec["connectionRef"] = json!({"name": "a".repeat(4097)});
-    let message = rejection(&env, CONFIGS, "long-name", spec).await;
-    support::assert_mentions(&message, &["spec.connectionRef.name", "4096"]);
+    let mut spec = policy_spec();
+    spec["conditions"] = json!([{"key": "a".repeat(4097), "value": "ws"}]);
+    let message = rejection(&env, POLICIES, "long-key", spec).await;
+    support::assert_mentions(&message, &["spec.conditions[0].key", "4096"]);
     let mut spec = policy_spec();
     spec["conditions"] = json!(vec![json!({"key": "workspace_id", "value": "ws"}); 1001]);
     let message = rejection(&env, POLICIES, "many-conditions", spec).await;
     support::assert_mentions(&message, &["spec.conditions", "1000"]);
+
+    // A reference names a Kubernetes object or a Secret key as Kubernetes checks them: one that
+    // could never be found is refused, not waited on as missing.
+    let mut spec = config_spec();
+    spec["connectionRef"] = json!({"name": "Team_Connection"});
+    let message = rejection(&env, CONFIGS, "bad-reference", spec).await;
+    support::assert_mentions(&message, &["spec.connectionRef.name", "Team_Connection"]);
+    let mut spec = config_spec();
+    let secret = json!({"name": "pins", "key": "account pin"});
+    spec["secretRefs"] = json!([{"path": "/targets/0/pin", "secretKeyRef": secret}]);
+    let message = rejection(&env, CONFIGS, "bad-key", spec).await;
+    support::assert_mentions(
+        &message,
+        &["spec.secretRefs[0].secretKeyRef.key", "account pin"],
+    );
 
     // The apiserver checks an integer against a fractional minimum truncated: `qps: 0` passed
     // `minimum: 0.1` (and the client took it for no limit).
