@@ -217,8 +217,12 @@ fn into_cache<K: Watchable>(
             Err(left) => {
                 report(&left.unreadable);
                 // In a list, as for an object that does not decode, nothing is removed.
-                let removal = left_out(&left.unreadable, cache, unindex);
-                removal.filter(|_| !left.listed).map(Ok)
+                let removal =
+                    left_out(&left.unreadable, cache, unindex).filter(|_| !left.listed)?;
+                // The claim index and the object's bookkeeping hear of the removal as of any.
+                let heard = std::panic::AssertUnwindSafe(|| on_event(&removal));
+                let _ = std::panic::catch_unwind(heard);
+                Some(Ok(removal))
             }
         },
         Err(error) => Some(Err(error)),
@@ -230,7 +234,7 @@ fn into_cache<K: Watchable>(
 /// trip) is kept to the object: it comes back as [`Unreadable`], which the watch reports and
 /// leaves out of the cache as it does an object that does not decode, so neither a copy half
 /// made (its create intent not yet read into its status) is reconciled, nor does the watch end
-/// and stop the kind for every namespace.
+/// and stop the kind for every namespace. A deletion goes on to the cache all the same.
 fn taken<K: Watchable>(
     event: watcher::Event<K>,
     prepare: fn(&mut K),
@@ -254,7 +258,15 @@ fn taken<K: Watchable>(
                 error!(kind = %K::kind(&()), "the claim index panicked on a list's start or end (a bug); the watch goes on");
                 return Ok(event);
             };
-            error!(kind = %K::kind(&()), object = %kube::ResourceExt::name_any(object), "taking an object into the watch cache panicked (a bug): it is left out as unreadable; the rest of the kind goes on");
+            let name = kube::ResourceExt::name_any(object);
+            if let Event::Delete(_) = &event {
+                // A deletion goes on to the cache whatever its taking did, and the claim index
+                // hears of it (again), so no claim outlives the object.
+                error!(kind = %K::kind(&()), object = %name, "taking a deletion into the watch cache panicked (a bug); the object is removed all the same");
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_event(&event)));
+                return Ok(event);
+            }
+            error!(kind = %K::kind(&()), object = %name, "taking an object into the watch cache panicked (a bug): it is left out as unreadable; the rest of the kind goes on");
             let meta = object.meta();
             let unreadable = Unreadable::panicked(kube::api::ObjectMeta {
                 name: meta.name.clone(),
@@ -1171,8 +1183,9 @@ mod tests {
     }
 
     /// An object whose taking into the cache panics (a bug its content trips) is reported as
-    /// unreadable and left out, its earlier copy removed; the objects after it, and the list's
-    /// end, go on to the cache.
+    /// unreadable and left out, its earlier copy removed (the claim index hearing of the
+    /// removal); a deletion goes on to the cache all the same; the objects after it, and the
+    /// list's end, go on to the cache.
     #[test]
     fn an_object_whose_taking_panics_is_left_out_alone() {
         let (store, mut writer) = reflector::store::<ConfigMap>();
@@ -1184,40 +1197,46 @@ mod tests {
             assert_ne!(data["v"], "trips a bug", "a bug");
             data.insert("prepared".into(), "yes".into());
         }
-        let indexed = std::sync::Mutex::new(0);
-        let on_event = |event: &Event<ConfigMap>| match event {
-            Event::InitDone => panic!("a bug in the index"),
-            _ => *indexed.lock().unwrap() += 1,
-        };
-        // An applied object, or the end of a list.
-        let take = |object: Option<ConfigMap>| {
-            let readable = match object {
-                Some(object) => Event::Apply(Readable::Object(object)),
-                None => Event::InitDone,
+        // What the claim index heard: each event's kind and value.
+        let heard = std::sync::Mutex::new(Vec::new());
+        let on_event = |event: &Event<ConfigMap>| {
+            let value = |o: &ConfigMap| o.data.as_ref().unwrap()["v"].clone();
+            let entry = match event {
+                Event::Apply(o) => format!("apply {}", value(o)),
+                Event::Delete(o) => format!("delete {}", value(o)),
+                _ => panic!("a bug in the index"),
             };
-            into_cache(Ok(readable), &store, &report, None, prepare, &on_event)
+            heard.lock().unwrap().push(entry);
         };
+        let take = |event: Event<Readable<ConfigMap>>| {
+            into_cache(Ok(event), &store, &report, None, prepare, &on_event)
+        };
+        let applied = |v: &str| Event::Apply(Readable::Object(map(v)));
 
-        let Some(Ok(Event::Delete(removed))) = take(Some(map("trips a bug"))) else {
+        let Some(Ok(Event::Delete(removed))) = take(applied("trips a bug")) else {
             panic!("the earlier copy is not removed");
         };
         assert_eq!(removed.data.unwrap()["v"], "before");
         assert_eq!(reported.lock().unwrap().len(), 1);
         assert!(reported.lock().unwrap()[0].contains("panicked"));
-        assert_eq!(
-            *indexed.lock().unwrap(),
-            0,
-            "the panicking object is not indexed"
-        );
+        assert_eq!(*heard.lock().unwrap(), ["delete before"]);
 
-        let Some(Ok(Event::Apply(next))) = take(Some(map("next"))) else {
+        let Some(Ok(Event::Apply(next))) = take(applied("next")) else {
             panic!("the next object is not taken");
         };
         assert_eq!(next.data.unwrap()["prepared"], "yes");
-        assert_eq!(*indexed.lock().unwrap(), 1);
-        let Some(Ok(Event::InitDone)) = take(None) else {
+        let Some(Ok(Event::InitDone)) = take(Event::InitDone) else {
             panic!("the end of a list is not taken");
         };
+        let deleted = Event::Delete(Readable::Object(map("trips a bug")));
+        let Some(Ok(Event::Delete(_))) = take(deleted) else {
+            panic!("a deletion is not taken");
+        };
+        let heard = heard.lock().unwrap();
+        assert_eq!(
+            *heard,
+            ["delete before", "apply next", "delete trips a bug"]
+        );
         assert_eq!(reported.lock().unwrap().len(), 1);
     }
 

@@ -321,9 +321,11 @@ struct ClaimIndex {
 }
 
 impl ClaimIndex {
+    /// Everything of `object` is read before the index changes, so a panic in reading it (a
+    /// bug its spec trips, kept to the object by the watch) leaves the index as it was rather
+    /// than with entries no uid leads to.
     fn upsert<K: Claims>(&mut self, stream: usize, object: &K, ours: bool) {
         let uid = object.uid().unwrap_or_default();
-        self.remove(&uid);
         let connection = object.connection_name();
         let keys: Vec<Arc<str>> = object
             .claimed_ids()
@@ -331,17 +333,33 @@ impl ClaimIndex {
             .map(|id| claim_key(connection, id))
             .collect();
         let seniority = seniority(object);
-        let attempt = object.create_attempt().filter(|_| ours).map(|sent| {
-            let name = sent.name.as_deref().map(Box::from);
-            self.attempts
-                .entry(name.clone())
-                .or_default()
-                .push(Attempt {
-                    uid: seniority.2.clone(),
-                    connection: connection.into(),
-                    workspace_id: sent.workspace_id.as_deref().map(Box::from),
-                    slug: sent.slug.as_deref().map(Box::from),
-                });
+        let sent = object.create_attempt().filter(|_| ours).map(|sent| {
+            let attempt = Attempt {
+                uid: seniority.2.clone(),
+                connection: connection.into(),
+                workspace_id: sent.workspace_id.as_deref().map(Box::from),
+                slug: sent.slug.as_deref().map(Box::from),
+            };
+            (sent.name.as_deref().map(Box::from), attempt)
+        });
+        let name = format!(
+            "{}/{}",
+            object.namespace().unwrap_or_default(),
+            object.name_any()
+        );
+        let acts_in = ActsIn {
+            refused: refused_by_grants(object),
+            workspace_ref: object.workspace_ref().map(Box::from),
+            workspaces: object
+                .workspaces()
+                .into_iter()
+                .filter_map(|(_, ws)| Some(ws?.into_boxed_str()))
+                .collect(),
+        };
+
+        self.remove(&uid);
+        let attempt = sent.map(|(name, attempt)| {
+            self.attempts.entry(name.clone()).or_default().push(attempt);
             name
         });
         for key in &keys {
@@ -355,22 +373,9 @@ impl ClaimIndex {
             epoch: self.epochs.get(&stream).copied().unwrap_or_default(),
             keys,
             seniority,
-            name: format!(
-                "{}/{}",
-                object.namespace().unwrap_or_default(),
-                object.name_any()
-            )
-            .into(),
+            name: name.into(),
             attempt,
-            acts_in: ActsIn {
-                refused: refused_by_grants(object),
-                workspace_ref: object.workspace_ref().map(Box::from),
-                workspaces: object
-                    .workspaces()
-                    .into_iter()
-                    .filter_map(|(_, ws)| Some(ws?.into_boxed_str()))
-                    .collect(),
-            },
+            acts_in,
         };
         self.by_uid.insert(claim.seniority.2.clone(), claim);
     }
