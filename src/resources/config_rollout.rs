@@ -60,7 +60,7 @@ pub const MAX_DECISIONS: usize = 20;
 #[x_kube(validation = Rule::new("has(self.analysis.maxErrorRate) || has(self.analysis.maxP90LatencyMs)").field_path(".analysis").reason(Reason::FieldValueRequired).message("spec.analysis needs an absolute threshold, maxErrorRate or maxP90LatencyMs: the last step moves every key, leaving no stable cohort for maxErrorRateOverStable or maxP90LatencyRatio to compare with"))]
 // A step is judged on the requests of its window, `analysis.window` or else the step's pause: a
 // window of 0s holds none, so the step could only wait (and roll back at `maxWait`).
-#[x_kube(validation = Rule::new("has(self.analysis.window) || self.steps.all(s, duration(s.pause) > duration('0s'))").field_path(".steps").reason(Reason::FieldValueInvalid).message(ZERO_PAUSE))]
+#[x_kube(validation = Rule::new("has(self.analysis.window) || self.steps.all(s, duration(s.pause) >= duration('1s'))").field_path(".steps").reason(Reason::FieldValueInvalid).message(SHORT_PAUSE))]
 #[x_kube(validation = Rule::new("self.stableConfigRef.name != self.candidateConfigRef.name").field_path(".candidateConfigRef.name").reason(Reason::FieldValueInvalid).message("spec.candidateConfigRef must name another Config than spec.stableConfigRef"))]
 pub struct ConfigRolloutSpec {
     /// The Config the selected keys use now, and return to on a rollback. A Config of this
@@ -139,11 +139,11 @@ pub struct Analysis {
     #[schemars(regex(pattern = r"^[0-9]+$"))]
     pub organisation_id: Option<String>,
     /// The span of telemetry a step is judged on, ending at the analysis and never starting
-    /// before the step's keys moved, e.g. `5m`; longer than `0s`. Defaults to the step's pause
-    /// (which must then be longer than `0s`).
+    /// before the step's keys moved, e.g. `5m`; at least `1s`. Defaults to the step's pause
+    /// (which must then be at least `1s`).
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
     #[x_kube(validation = Rule::new("duration(self) <= duration('8760h')").message("spec.analysis.window must be at most 8760h (a year)"))]
-    #[x_kube(validation = Rule::new("duration(self) > duration('0s')").message(ZERO_WINDOW))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('1s')").message(SHORT_WINDOW))]
     pub window: Option<String>,
     /// The fewest candidate requests a window must hold to be judged (4xx other than 429 not
     /// counted); fewer, and the analysis waits for more traffic (up to `maxWait`). With a
@@ -380,10 +380,10 @@ impl ConfigRolloutSpec {
         }
         check_weights(&self.steps)?;
         for n in 0..self.steps.len() {
-            if self.window(n)?.is_zero() {
+            if self.window(n)? < SHORTEST_WINDOW {
                 return Err(match self.analysis.window {
-                    Some(_) => ZERO_WINDOW.into(),
-                    None => ZERO_PAUSE.into(),
+                    Some(_) => SHORT_WINDOW.into(),
+                    None => SHORT_PAUSE.into(),
                 });
             }
         }
@@ -431,11 +431,14 @@ fn parse(field: &str, text: &str) -> Result<Duration, String> {
     }
 }
 
-/// A window of 0s holds no request to judge a step on (admission and the reconcile say the same).
-const ZERO_WINDOW: &str =
-    "spec.analysis.window must be longer than 0s: a step is judged on the requests of its window";
-/// A pause of 0s is the window of 0s of its step when `analysis.window` is not set.
-const ZERO_PAUSE: &str = "spec.steps[].pause must be longer than 0s unless spec.analysis.window is set: a step is judged on the requests of its window, by default its pause";
+/// The shortest window a step is judged on: telemetry is read by whole milliseconds, so a window
+/// of 0s, or of a few microseconds, holds no request, and the step could only wait (admission and
+/// the reconcile say the same).
+const SHORTEST_WINDOW: Duration = Duration::from_secs(1);
+const SHORT_WINDOW: &str =
+    "spec.analysis.window must be at least 1s: a step is judged on the requests of its window";
+/// A pause is its step's window when `analysis.window` is not set.
+const SHORT_PAUSE: &str = "spec.steps[].pause must be at least 1s unless spec.analysis.window is set: a step is judged on the requests of its window, by default its pause";
 
 /// The longest pause, window or wait a rollout takes, as the CRD's rules say: a year. A longer
 /// one (written before the rule, or sent around it) is refused as the spec, never computed with.
@@ -500,9 +503,9 @@ mod tests {
         assert!(parse("spec.analysis.maxWait", "soon").is_err());
     }
 
-    /// A window of 0s (`analysis.window`, or a pause standing for it) could only wait.
+    /// A window under 1s (`analysis.window`, or a pause standing for it) could only wait.
     #[test]
-    fn windows_of_0s_are_refused() {
+    fn windows_under_a_second_are_refused() {
         let spec = |pause: &str, window: Option<&str>| {
             let mut spec: ConfigRolloutSpec = serde_json::from_value(serde_json::json!({
                 "stableConfigRef": {"name": "stable"}, "candidateConfigRef": {"name": "canary"},
@@ -516,7 +519,12 @@ mod tests {
         };
         assert_eq!(spec("1s", None).check("ns"), Ok(()));
         assert_eq!(spec("0s", Some("5m")).check("ns"), Ok(()));
-        assert_eq!(spec("0s", None).check("ns"), Err(ZERO_PAUSE.into()));
-        assert_eq!(spec("1m", Some("0m")).check("ns"), Err(ZERO_WINDOW.into()));
+        assert_eq!(spec("0s", None).check("ns"), Err(SHORT_PAUSE.into()));
+        assert_eq!(spec("500ms", None).check("ns"), Err(SHORT_PAUSE.into()));
+        assert_eq!(spec("1m", Some("0m")).check("ns"), Err(SHORT_WINDOW.into()));
+        assert_eq!(
+            spec("1m", Some("1us")).check("ns"),
+            Err(SHORT_WINDOW.into())
+        );
     }
 }

@@ -462,30 +462,32 @@ async fn a_rollout_is_refused_what_it_cannot_do() {
         error.to_string().contains("pause must be at most 8760h"),
         "{error}"
     );
-    // A window of 0s holds no request to judge a step on: a pause of 0s only with a window.
+    // A window under 1s holds no request to judge a step on: a pause of 0s only with a window.
     let mut empty = rollout_spec(steps(&[(50, "1s"), (100, "0s")]));
     empty["analysis"].as_object_mut().unwrap().remove("window");
     let dry_run = kube::api::PostParams {
         dry_run: true,
         ..Default::default()
     };
-    for (window, refused) in [
-        (None, Some("spec.steps[].pause must be longer than 0s")),
-        (
-            Some("0s"),
-            Some("spec.analysis.window must be longer than 0s"),
-        ),
+    let (pause, window) = (
+        "spec.steps[].pause must be at least 1s",
+        "spec.analysis.window must be at least 1s",
+    );
+    for (set, refused) in [
+        (None, Some(pause)),
+        (Some("0s"), Some(window)),
+        (Some("500us"), Some(window)),
         (Some("1m"), None),
     ] {
-        if let Some(window) = window {
-            empty["analysis"]["window"] = json!(window);
+        if let Some(set) = set {
+            empty["analysis"]["window"] = json!(set);
         }
         let object: ConfigRollout =
             support::objects::object("ConfigRollout", "empty", empty.clone());
         match (api.create(&dry_run, &object).await, refused) {
             (Err(error), Some(refused)) => support::assert_mentions(&error.to_string(), &[refused]),
             (Ok(_), None) => {}
-            (result, _) => panic!("window {window:?}: {result:?}"),
+            (result, _) => panic!("window {set:?}: {result:?}"),
         }
     }
 
