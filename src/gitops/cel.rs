@@ -47,11 +47,12 @@ impl Rules {
             None => return Outcome::Error("rule was not compiled".into()),
         };
         let mut context = cel::Context::default();
-        // Kubernetes' `duration('30m')`, as whole nanoseconds: enough to compare durations.
+        // Kubernetes' `duration('30m')` (Go's reading), as whole nanoseconds: enough to compare
+        // durations.
         let duration = context.add_function("duration", |text: Arc<String>| {
-            humantime::parse_duration(&text)
+            crate::resources::duration::parse(&text)
                 .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-                .map_err(|e| cel::ExecutionError::function_error("duration", e.to_string()))
+                .map_err(|e| cel::ExecutionError::function_error("duration", e))
         });
         if let Err(e) = duration {
             return Outcome::Error(format!("duration() cannot be declared: {e}"));

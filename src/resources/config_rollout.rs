@@ -423,11 +423,12 @@ impl ConfigRolloutSpec {
 }
 
 fn parse(field: &str, text: &str) -> Result<Duration, String> {
-    let duration = humantime::parse_duration(text)
-        .map_err(|e| format!("{field} {text:?} is not a duration: {e}"))?;
-    match duration <= LONGEST {
-        true => Ok(duration),
-        false => Err(format!("{field} must be at most 8760h (a year)")),
+    let past_a_year = || format!("{field} must be at most 8760h (a year)");
+    match super::duration::parse(text) {
+        Ok(duration) if duration <= LONGEST => Ok(duration),
+        Ok(_) => Err(past_a_year()),
+        Err(e) if e.ends_with(super::duration::TOO_LONG) => Err(past_a_year()),
+        Err(e) => Err(format!("{field} {e}")),
     }
 }
 
@@ -518,6 +519,8 @@ mod tests {
             spec
         };
         assert_eq!(spec("1s", None).check("ns"), Ok(()));
+        // What the apiserver's duration() takes, the reconcile takes (humantime refused it).
+        assert_eq!(spec("1.0001h", Some("0.1234567891s1m")).check("ns"), Ok(()));
         assert_eq!(spec("0s", Some("5m")).check("ns"), Ok(()));
         assert_eq!(spec("0s", None).check("ns"), Err(SHORT_PAUSE.into()));
         assert_eq!(spec("500ms", None).check("ns"), Err(SHORT_PAUSE.into()));

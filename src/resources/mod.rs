@@ -8,6 +8,7 @@ pub mod config_document;
 pub mod config_rollout;
 pub mod connection;
 pub mod deployment;
+pub mod duration;
 pub mod free_form;
 pub mod guardrail;
 pub mod integration;

@@ -86,8 +86,7 @@ pub struct PromotionSource {
 impl Promotion {
     /// `soak`, parsed.
     pub fn soak(&self) -> Result<Duration, String> {
-        humantime::parse_duration(&self.soak)
-            .map_err(|e| format!("spec.promotion.soak {:?} is not a duration: {e}", self.soak))
+        super::duration::parse(&self.soak).map_err(|e| format!("spec.promotion.soak {e}"))
     }
 
     /// Each source's namespace (`own` when it names none) and name, with the field naming it.

@@ -101,9 +101,9 @@ pub fn parse_duration(
 ) -> Result<Option<std::time::Duration>, String> {
     match text {
         None => Ok(None),
-        Some(text) => humantime::parse_duration(text)
+        Some(text) => super::duration::parse_with_days(text)
             .map(Some)
-            .map_err(|e| format!("{field} {text:?} is not a duration: {e}")),
+            .map_err(|e| format!("{field} {e}")),
     }
 }
 
