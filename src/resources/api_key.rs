@@ -200,6 +200,7 @@ pub struct KeyDefaults {
     pub config_id: Option<String>,
     /// Name of a Config resource of this namespace whose remote config requests use by
     /// default; the key waits until that Config is Ready.
+    #[schemars(regex(pattern = super::bounds::DNS_SUBDOMAIN), length(max = 253))]
     pub config: Option<String>,
     /// Whether a request may name another config.
     pub allow_config_override: Option<bool>,

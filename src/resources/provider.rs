@@ -73,6 +73,7 @@ pub struct ProviderSpec {
     /// Name of the Integration resource whose integration this provider binds. The provider
     /// waits until that Integration is Ready and grants this workspace access. Immutable.
     #[x_kube(validation = Rule::new("self == oldSelf").message("integration is immutable: create a new Provider to bind another integration"))]
+    #[schemars(regex(pattern = super::bounds::DNS_SUBDOMAIN), length(max = 253))]
     pub integration: Option<String>,
 
     /// Or: the UUID (or slug) of an existing remote integration no Integration resource
