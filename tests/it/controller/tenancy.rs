@@ -1048,3 +1048,55 @@ async fn a_connection_is_ready_as_soon_as_its_token_secret_is_fixed() {
     let _ = connections.delete(&name, &DeleteParams::default()).await;
     h.stop().await;
 }
+
+/// Teams whose namespaces the operator lists (`--namespace`, the chart's `watchNamespaces`) take
+/// turns at a kind's `--concurrency` slots: one team's backlog behind a slow Connection, each
+/// of its reconciles holding a slot while it waits for that Connection's bucket, delays another
+/// team's object by a few of its reconciles, not by the backlog (the multi-team guide).
+#[tokio::test]
+async fn listed_namespaces_take_turns_at_a_kinds_slots() {
+    use aigw::resources::Connection;
+    use support::harness::{CLUSTER_LABEL, TOKEN};
+    const BACKLOG: usize = 32;
+    let h = Harness::start_two_teams("ten-turns", Duration::from_secs(60), None).await;
+    let (a, b) = (&h.env, h.other.as_ref().unwrap());
+    // A Connection of one request a second, which team a's Configs use.
+    a.create_from::<Secret>(
+        json!({"metadata": {"name": "slow-token"}, "stringData": {"token": TOKEN}}),
+    )
+    .await;
+    let slow = format!("{}-slow", a.namespace);
+    let connection: Connection = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+        "metadata": {"name": slow, "labels": {CLUSTER_LABEL: a.namespace}},
+        "spec": {"managementUrl": h.emulator.management_url(), "qps": 1, "burst": 1,
+                 "auth": {"bearerToken": {"secretRef": {"namespace": a.namespace, "name": "slow-token", "key": "token"}}}}
+    }))
+    .unwrap();
+    let connections = Api::<Connection>::all(a.client.clone());
+    support::create(&connections, &connection).await;
+    for n in 0..BACKLOG {
+        let mut spec = routing(&format!("a-{n}"));
+        spec["connectionRef"] = json!({"name": slow});
+        create::<Config>(a, &format!("a-{n}"), spec).await;
+    }
+    let configs = a.api::<Config>();
+    let ready = async || {
+        let list = configs.list(&Default::default()).await.unwrap();
+        list.items.iter().filter(|c| c.ready()).count()
+    };
+    // Team b's Config comes once the backlog drains, one a second, through every slot.
+    support::wait_until(WAIT, || async { (ready().await > 0).then_some(()) })
+        .await
+        .expect("team a's backlog does not move");
+    create::<Config>(b, "b", routing("b")).await;
+    b.wait_for::<Config>("b", WAIT, |c| c.ready()).await;
+    let before = ready().await;
+    println!("team b's Config was Ready after {before} of team a's {BACKLOG}");
+    assert!(
+        before <= 6,
+        "team b's Config waited for {before} of team a's {BACKLOG} Configs"
+    );
+    h.stop().await;
+    let _ = connections.delete(&slow, &DeleteParams::default()).await;
+}
