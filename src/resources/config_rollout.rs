@@ -59,7 +59,8 @@ pub const MAX_DECISIONS: usize = 20;
 // stable cohort for a relative threshold to compare with, so only an absolute one can judge it.
 #[x_kube(validation = Rule::new("has(self.analysis.maxErrorRate) || has(self.analysis.maxP90LatencyMs)").field_path(".analysis").reason(Reason::FieldValueRequired).message("spec.analysis needs an absolute threshold, maxErrorRate or maxP90LatencyMs: the last step moves every key, leaving no stable cohort for maxErrorRateOverStable or maxP90LatencyRatio to compare with"))]
 // A step is judged on the requests of its window, `analysis.window` or else the step's pause: a
-// window of 0s holds none, so the step could only wait (and roll back at `maxWait`).
+// window under 1s holds none ([`SHORTEST_WINDOW`]), so the step could only wait (and roll back
+// at `maxWait`).
 #[x_kube(validation = Rule::new("has(self.analysis.window) || self.steps.all(s, duration(s.pause) >= duration('1s'))").field_path(".steps").reason(Reason::FieldValueInvalid).message(SHORT_PAUSE))]
 #[x_kube(validation = Rule::new("self.stableConfigRef.name != self.candidateConfigRef.name").field_path(".candidateConfigRef.name").reason(Reason::FieldValueInvalid).message("spec.candidateConfigRef must name another Config than spec.stableConfigRef"))]
 pub struct ConfigRolloutSpec {
