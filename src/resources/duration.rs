@@ -33,7 +33,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
 }
 
 /// [`parse`], also taking whole days (`30d`), which `spec.rotation.interval` allows besides
-/// Go's units.
+/// Go's units. Admission bounds no day count (its rules leave a value with days to this
+/// reading), so one past about 292 years reads as the longest duration (never, in effect)
+/// rather than as an error that would stall an object admission accepted.
 pub fn parse_with_days(text: &str) -> Result<Duration, String> {
     read(text, true)
 }
@@ -76,19 +78,18 @@ fn read(text: &str, days: bool) -> Result<Duration, String> {
         if unit == "d" && fraction.is_some() {
             return invalid("days are whole");
         }
-        let Some(mut value) = whole_value(whole).and_then(|v| v.checked_mul(nanos)) else {
-            return invalid(TOO_LONG);
-        };
-        // Go adds the fraction in floating point, truncated; digits past what 64 bits hold
-        // change nothing.
-        if let Some(fraction) = fraction {
-            let (digits, scale) = leading_fraction(fraction);
-            if digits > 0 {
-                value += (digits as f64 * (nanos as f64 / scale)) as u64;
-            }
-        }
-        total = match total.checked_add(value) {
+        // As Go: the whole part within 2^63 ns, then the fraction added in floating point,
+        // truncated (digits past what 63 bits hold change nothing), each step checked.
+        let whole = whole_value(whole)
+            .filter(|v| *v <= (LONGEST + 1) / nanos)
+            .map(|v| v * nanos);
+        let fraction = fraction.map(leading_fraction).map_or(0, |(digits, scale)| {
+            (digits as f64 * (nanos as f64 / scale)) as u64
+        });
+        let value = whole.and_then(|v| v.checked_add(fraction));
+        total = match value.and_then(|v| total.checked_add(v)) {
             Some(total) if total <= LONGEST => total,
+            _ if days => LONGEST,
             _ => return invalid(TOO_LONG),
         };
         rest = after;
@@ -173,6 +174,10 @@ mod tests {
             "-1s",
             "9223372036854775808ns",
             "1000000000h",
+            // Past 2^64 in the whole part, or by the fraction (wrapped to 383 ns, 0.61 s).
+            "18446744073709551.999us",
+            "5124095.5762h",
+            "2562047h47m16.854775808s",
         ] {
             assert!(parse(text).is_err(), "{text:?} parsed");
         }
@@ -190,5 +195,10 @@ mod tests {
         );
         assert!(parse_with_days("1.5d").is_err());
         assert!(parse("30d").is_err());
+        // Never, in effect: admission takes any day count.
+        assert_eq!(
+            parse_with_days("999999d").unwrap().as_nanos(),
+            LONGEST as u128
+        );
     }
 }
