@@ -73,6 +73,7 @@ where
 pub trait Watchable:
     kube::Resource<DynamicType = ()>
     + Clone
+    + serde::Serialize
     + serde::de::DeserializeOwned
     + std::fmt::Debug
     + Send
@@ -84,6 +85,7 @@ pub trait Watchable:
 impl<K> Watchable for K where
     K: kube::Resource<DynamicType = ()>
         + Clone
+        + serde::Serialize
         + serde::de::DeserializeOwned
         + std::fmt::Debug
         + Send
@@ -114,6 +116,7 @@ fn watched<K: Watchable>(
     on_event: impl Fn(&watcher::Event<K>) + Send + Sync + 'static,
     on_stored: impl Fn(&watcher::Event<K>) + Send + 'static,
     on_unreadable: impl Fn(&Unreadable) + Send + Sync + 'static,
+    on_panic: impl Fn() + Send + Sync + 'static,
     installation: String,
     share: Option<Share<K>>,
 ) -> (
@@ -122,6 +125,7 @@ fn watched<K: Watchable>(
 ) {
     let (reader, writer) = reflector::store();
     let (on_event, on_unreadable) = (Arc::new(on_event), Arc::new(on_unreadable));
+    let on_panic = Arc::new(on_panic);
     let unindex = share.as_ref().map(|share| share.unindex.clone());
     let scope = namespace.map(str::to_string);
     let (kube, namespace, cache) = (kube.clone(), scope.clone(), reader.clone());
@@ -129,10 +133,11 @@ fn watched<K: Watchable>(
     // "any" semantic ignores the page size) put every object in one response, which at 10,000
     // objects was the largest allocation of the process.
     let start = move || {
-        let (cache, on_event, on_unreadable, unindex) = (
+        let (cache, on_event, on_unreadable, on_panic, unindex) = (
             cache.clone(),
             on_event.clone(),
             on_unreadable.clone(),
+            on_panic.clone(),
             unindex.clone(),
         );
         let api = readable_api::<K>(&kube, namespace.as_deref());
@@ -141,9 +146,12 @@ fn watched<K: Watchable>(
             .default_backoff()
             .filter_map(move |event| {
                 let unindex = unindex.as_deref();
-                let taken =
-                    into_cache(event, &cache, &*on_unreadable, unindex, prepare, &*on_event);
-                futures::future::ready(taken)
+                let reactions = Reactions {
+                    report: &*on_unreadable,
+                    on_event: &*on_event,
+                    on_panic: &*on_panic,
+                };
+                futures::future::ready(into_cache(event, &cache, unindex, prepare, reactions))
             })
             .boxed()
     };
@@ -201,18 +209,30 @@ pub fn as_cached<K: kube::Resource>(object: &mut K, prepare: fn(&mut K)) {
     }
 }
 
+/// What a watch does besides caching: report an object it leaves out, tell the claim index of
+/// each event, count a panic of its own (a bug) as the kind's.
+struct Reactions<'a, K> {
+    report: &'a dyn Fn(&Unreadable),
+    on_event: &'a dyn Fn(&watcher::Event<K>),
+    on_panic: &'a dyn Fn(),
+}
+
 /// What the cache of `K` takes for a watch event of [`Readable<K>`] (see [`readable_event`] and
 /// [`taken`]): an object that does not decode, or whose taking panics, is reported and left out.
 fn into_cache<K: Watchable>(
     event: Result<watcher::Event<Readable<K>>, watcher::Error>,
     cache: &Store<K>,
-    report: &dyn Fn(&Unreadable),
     unindex: Option<&(dyn Fn(&str) + Send + Sync)>,
     prepare: fn(&mut K),
-    on_event: &dyn Fn(&watcher::Event<K>),
+    reactions: Reactions<'_, K>,
 ) -> Option<Result<watcher::Event<K>, watcher::Error>> {
+    let Reactions {
+        report,
+        on_event,
+        on_panic,
+    } = reactions;
     match readable_event(event, cache, &report, unindex)? {
-        Ok(event) => match taken(event, prepare, on_event) {
+        Ok(event) => match taken(event, prepare, on_event, on_panic) {
             Ok(event) => Some(Ok(event)),
             Err(left) => {
                 report(&left.unreadable);
@@ -221,7 +241,9 @@ fn into_cache<K: Watchable>(
                     left_out(&left.unreadable, cache, unindex).filter(|_| !left.listed)?;
                 // The claim index and the object's bookkeeping hear of the removal as of any.
                 let heard = std::panic::AssertUnwindSafe(|| on_event(&removal));
-                let _ = std::panic::catch_unwind(heard);
+                if std::panic::catch_unwind(heard).is_err() {
+                    on_panic();
+                }
                 Some(Ok(removal))
             }
         },
@@ -239,6 +261,7 @@ fn taken<K: Watchable>(
     event: watcher::Event<K>,
     prepare: fn(&mut K),
     on_event: &dyn Fn(&watcher::Event<K>),
+    on_panic: &dyn Fn(),
 ) -> Result<watcher::Event<K>, Box<LeftOut>> {
     use watcher::Event;
     let mut event = event;
@@ -252,6 +275,7 @@ fn taken<K: Watchable>(
     match std::panic::catch_unwind(take) {
         Ok(()) => Ok(event),
         Err(_) => {
+            on_panic();
             // The start or the end of a list carries no object: it goes on to the cache.
             let (Event::Apply(object) | Event::InitApply(object) | Event::Delete(object)) = &event
             else {
@@ -263,19 +287,28 @@ fn taken<K: Watchable>(
                 // A deletion goes on to the cache whatever its taking did, and the claim index
                 // hears of it (again), so no claim outlives the object.
                 error!(kind = %K::kind(&()), object = %name, "taking a deletion into the watch cache panicked (a bug); the object is removed all the same");
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_event(&event)));
+                let heard = std::panic::AssertUnwindSafe(|| on_event(&event));
+                if std::panic::catch_unwind(heard).is_err() {
+                    on_panic();
+                }
                 return Ok(event);
             }
             error!(kind = %K::kind(&()), object = %name, "taking an object into the watch cache panicked (a bug): it is left out as unreadable; the rest of the kind goes on");
             let meta = object.meta();
-            let unreadable = Unreadable::panicked(kube::api::ObjectMeta {
+            let identity = kube::api::ObjectMeta {
                 name: meta.name.clone(),
                 namespace: meta.namespace.clone(),
                 uid: meta.uid.clone(),
                 resource_version: meta.resource_version.clone(),
                 annotations: meta.annotations.clone(),
                 ..Default::default()
-            });
+            };
+            // Its text, for what reads a part of it (the installation its status records,
+            // which decides whether this installation reports it at all).
+            let text = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                serde_json::to_string(object).unwrap_or_default()
+            }));
+            let unreadable = Unreadable::panicked(identity, &text.unwrap_or_default());
             let listed = matches!(event, Event::InitApply(_));
             Err(Box::new(LeftOut { unreadable, listed }))
         }
@@ -599,6 +632,10 @@ async fn run_kind<K: Managed>(
         index,
         stored,
         unreadable,
+        {
+            let metrics = ctx.metrics.clone();
+            move || metrics.reconcile_panicked(K::KIND)
+        },
         ctx.installation.id().to_string(),
         share,
     );
@@ -791,6 +828,10 @@ fn watched_whole<K: Watchable>(
         |_| {},
         on_stored,
         unreadable::reporter::<K>(ctx),
+        {
+            let metrics = ctx.metrics.clone();
+            move || metrics.reconcile_panicked(&K::kind(&()))
+        },
         String::new(),
         None,
     )
@@ -1208,8 +1249,15 @@ mod tests {
             };
             heard.lock().unwrap().push(entry);
         };
+        let panics = std::sync::Mutex::new(0);
+        let on_panic = || *panics.lock().unwrap() += 1;
         let take = |event: Event<Readable<ConfigMap>>| {
-            into_cache(Ok(event), &store, &report, None, prepare, &on_event)
+            let reactions = Reactions {
+                report: &report,
+                on_event: &on_event,
+                on_panic: &on_panic,
+            };
+            into_cache(Ok(event), &store, None, prepare, reactions)
         };
         let applied = |v: &str| Event::Apply(Readable::Object(map(v)));
 
@@ -1238,6 +1286,8 @@ mod tests {
             ["delete before", "apply next", "delete trips a bug"]
         );
         assert_eq!(reported.lock().unwrap().len(), 1);
+        // Each counted as the kind's panic: the object's, the list end's, the deletion's.
+        assert_eq!(*panics.lock().unwrap(), 3);
     }
 
     /// An object deleted (or moved out of this replica's share) while its reconcile waited is

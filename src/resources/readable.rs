@@ -73,14 +73,15 @@ pub fn partition<K>(items: impl IntoIterator<Item = Readable<K>>) -> (Vec<K>, Ve
 
 impl Unreadable {
     /// An object whose handling panicked once it decoded (a bug in aigw), kept out of the watch
-    /// cache as one that did not decode; `meta`, what of it identifies it.
-    pub fn panicked(meta: ObjectMeta) -> Self {
+    /// cache as one that did not decode; `meta`, what of it identifies it, and `text`, its JSON
+    /// (empty when even that failed).
+    pub fn panicked(meta: ObjectMeta, text: &str) -> Self {
         Self {
             meta,
             reason: "aigw panicked while taking it into the watch cache (a bug in aigw: please \
                      report it with the operator's log)"
                 .into(),
-            text: Arc::from(""),
+            text: Arc::from(text),
         }
     }
 
