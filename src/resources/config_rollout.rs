@@ -58,9 +58,8 @@ pub const MAX_DECISIONS: usize = 20;
 // An absolute threshold: the last step moves every key (steps end at 100), which leaves no
 // stable cohort for a relative threshold to compare with, so only an absolute one can judge it.
 #[x_kube(validation = Rule::new("has(self.analysis.maxErrorRate) || has(self.analysis.maxP90LatencyMs)").field_path(".analysis").reason(Reason::FieldValueRequired).message("spec.analysis needs an absolute threshold, maxErrorRate or maxP90LatencyMs: the last step moves every key, leaving no stable cohort for maxErrorRateOverStable or maxP90LatencyRatio to compare with"))]
-// A step is judged on the requests of its window, `analysis.window` or else the step's pause: a
-// window under 1s holds none ([`SHORTEST_WINDOW`]), so the step could only wait (and roll back
-// at `maxWait`).
+// A step is judged on the requests of its window, `analysis.window` or else the step's pause: at
+// least 1s ([`SHORTEST_WINDOW`]).
 #[x_kube(validation = Rule::new("has(self.analysis.window) || self.steps.all(s, duration(s.pause) >= duration('1s'))").field_path(".steps").reason(Reason::FieldValueInvalid).message(SHORT_PAUSE))]
 #[x_kube(validation = Rule::new("self.stableConfigRef.name != self.candidateConfigRef.name").field_path(".candidateConfigRef.name").reason(Reason::FieldValueInvalid).message("spec.candidateConfigRef must name another Config than spec.stableConfigRef"))]
 pub struct ConfigRolloutSpec {
@@ -433,9 +432,10 @@ fn parse(field: &str, text: &str) -> Result<Duration, String> {
     }
 }
 
-/// The shortest window a step is judged on: telemetry is read by whole milliseconds, so a window
-/// of 0s, or of a few microseconds, holds no request, and the step could only wait (admission and
-/// the reconcile say the same).
+/// The shortest window a step is judged on, a chosen minimum: a window of 0s, or under a
+/// millisecond (telemetry is read by whole milliseconds), holds no request, and one under a second
+/// too few to judge, so the step would only wait for traffic until `maxWait` rolled it back
+/// (admission and the reconcile say the same).
 const SHORTEST_WINDOW: Duration = Duration::from_secs(1);
 const SHORT_WINDOW: &str =
     "spec.analysis.window must be at least 1s: a step is judged on the requests of its window";

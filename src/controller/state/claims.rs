@@ -358,9 +358,10 @@ impl ClaimIndex {
         };
 
         self.remove(&uid);
-        let attempt = sent.map(|(name, attempt)| {
-            self.attempts.entry(name.clone()).or_default().push(attempt);
-            name
+        let attempt = sent.map(|(sent_name, attempt)| {
+            let attempts = self.attempts.entry(sent_name.clone()).or_default();
+            attempts.push(attempt);
+            sent_name
         });
         for key in &keys {
             let claimants = self.by_key.entry(key.clone()).or_default();
