@@ -52,7 +52,7 @@ impl Rules {
         let duration = context.add_function("duration", |text: Arc<String>| {
             crate::resources::duration::parse(&text)
                 .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-                .map_err(|e| cel::ExecutionError::function_error("duration", e))
+                .map_err(|e| cel::ExecutionError::function_error("duration", e.to_string()))
         });
         if let Err(e) = duration {
             return Outcome::Error(format!("duration() cannot be declared: {e}"));

@@ -427,7 +427,7 @@ fn parse(field: &str, text: &str) -> Result<Duration, String> {
     match super::duration::parse(text) {
         Ok(duration) if duration <= LONGEST => Ok(duration),
         Ok(_) => Err(past_a_year()),
-        Err(e) if e.ends_with(super::duration::TOO_LONG) => Err(past_a_year()),
+        Err(e) if e.too_long() => Err(past_a_year()),
         Err(e) => Err(format!("{field} {e}")),
     }
 }

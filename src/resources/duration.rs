@@ -19,8 +19,31 @@ const UNITS: [(&str, u64); 9] = [
     ("d", 86_400_000_000_000),
 ];
 
-/// How an error ends for a duration past the longest Go represents.
-pub const TOO_LONG: &str = "it is too long";
+/// Why a text is not a duration (its `Display`: `"1x" is not a duration: the unit is unknown`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    text: String,
+    why: &'static str,
+}
+
+/// What [`Invalid`] says of a duration past the longest Go represents.
+const TOO_LONG: &str = "it is too long";
+
+impl Invalid {
+    /// True for a duration past the longest Go represents (about 292 years), which a field
+    /// bounded more tightly reports as past its own bound.
+    pub fn too_long(&self) -> bool {
+        self.why == TOO_LONG
+    }
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} is not a duration: {}", self.text, self.why)
+    }
+}
+
+impl std::error::Error for Invalid {}
 
 /// The longest duration Go represents: `i64::MAX` nanoseconds (about 292 years).
 const LONGEST: u64 = i64::MAX as u64;
@@ -28,7 +51,7 @@ const LONGEST: u64 = i64::MAX as u64;
 /// `text` as Go's `time.ParseDuration` reads it (`0`, or numbers with an optional fraction, each
 /// followed by a unit: `ns`, `us`, `ms`, `s`, `m`, `h`), with no sign: a spec's durations are
 /// never negative. Past about 292 years is an error, as in Go.
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub fn parse(text: &str) -> Result<Duration, Invalid> {
     read(text, false)
 }
 
@@ -36,12 +59,15 @@ pub fn parse(text: &str) -> Result<Duration, String> {
 /// Go's units. Admission bounds no day count (its rules leave a value with days to this
 /// reading), so one past about 292 years reads as the longest duration (never, in effect)
 /// rather than as an error that would stall an object admission accepted.
-pub fn parse_with_days(text: &str) -> Result<Duration, String> {
+pub fn parse_with_days(text: &str) -> Result<Duration, Invalid> {
     read(text, true)
 }
 
-fn read(text: &str, days: bool) -> Result<Duration, String> {
-    let invalid = |why: &str| Err(format!("{text:?} is not a duration: {why}"));
+fn read(text: &str, days: bool) -> Result<Duration, Invalid> {
+    let invalid = |why: &'static str| {
+        let text = text.to_string();
+        Err(Invalid { text, why })
+    };
     if text == "0" {
         return Ok(Duration::ZERO);
     }
