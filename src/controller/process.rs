@@ -240,10 +240,7 @@ fn into_cache<K: Watchable>(
                 let removal =
                     left_out(&left.unreadable, cache, unindex).filter(|_| !left.listed)?;
                 // The claim index and the object's bookkeeping hear of the removal as of any.
-                let heard = std::panic::AssertUnwindSafe(|| on_event(&removal));
-                if std::panic::catch_unwind(heard).is_err() {
-                    on_panic();
-                }
+                heard(&removal, on_event, on_panic);
                 Some(Ok(removal))
             }
         },
@@ -287,10 +284,7 @@ fn taken<K: Watchable>(
                 // A deletion goes on to the cache whatever its taking did, and the claim index
                 // hears of it (again), so no claim outlives the object.
                 error!(kind = %K::kind(&()), object = %name, "taking a deletion into the watch cache panicked (a bug); the object is removed all the same");
-                let heard = std::panic::AssertUnwindSafe(|| on_event(&event));
-                if std::panic::catch_unwind(heard).is_err() {
-                    on_panic();
-                }
+                heard(&event, on_event, on_panic);
                 return Ok(event);
             }
             error!(kind = %K::kind(&()), object = %name, "taking an object into the watch cache panicked (a bug): it is left out as unreadable; the rest of the kind goes on");
@@ -312,6 +306,18 @@ fn taken<K: Watchable>(
             let listed = matches!(event, Event::InitApply(_));
             Err(Box::new(LeftOut { unreadable, listed }))
         }
+    }
+}
+
+/// `on_event` told of a removal whatever happened before it, its own panic counted.
+fn heard<K>(
+    removal: &watcher::Event<K>,
+    on_event: &dyn Fn(&watcher::Event<K>),
+    on_panic: &dyn Fn(),
+) {
+    let tell = std::panic::AssertUnwindSafe(|| on_event(removal));
+    if std::panic::catch_unwind(tell).is_err() {
+        on_panic();
     }
 }
 
