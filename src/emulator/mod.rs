@@ -184,8 +184,9 @@ impl Drop for Running {
     }
 }
 
-/// Every route. API routes get, outermost first: stats, bearer auth, faults.
+/// Every route. API routes get, outermost first: stats, the write log, bearer auth, faults.
 fn router(state: AppState) -> Router {
+    let common = || Arc::clone(&state.common);
     let api = Router::new()
         .route("/v1/responses/{response_id}", get(gateway::get_response))
         .route(
@@ -281,36 +282,18 @@ fn router(state: AppState) -> Router {
         ))
         .route("/ai_gw/v2/logs/groups/{dimension}", get(telemetry::groups))
         .route("/ai_gw/v2/logs/charts/{metric}", get(telemetry::charts))
-        .layer(from_fn_with_state(
-            Arc::clone(&state.common),
-            middleware::inject_faults,
-        ))
-        .layer(from_fn_with_state(
-            Arc::clone(&state.common),
-            auth::require_bearer,
-        ))
-        .layer(from_fn_with_state(
-            Arc::clone(&state.common),
-            middleware::record_writes,
-        ))
-        .layer(from_fn_with_state(
-            Arc::clone(&state.common),
-            middleware::record_stats,
-        ));
+        .layer(from_fn_with_state(common(), middleware::inject_faults))
+        .layer(from_fn_with_state(common(), auth::require_bearer))
+        .layer(from_fn_with_state(common(), middleware::record_writes));
 
-    let oauth = Router::new()
-        .route("/oauth2/access_token", post(auth::access_token))
-        .layer(from_fn_with_state(
-            Arc::clone(&state.common),
-            middleware::record_stats,
-        ));
+    let oauth = Router::new().route("/oauth2/access_token", post(auth::access_token));
 
-    // The data plane authenticates by gateway key, not bearer token, and sees only the
-    // per-provider faults.
-    let inference = inference::routes().layer(from_fn_with_state(
-        Arc::clone(&state.common),
-        middleware::record_stats,
-    ));
+    // Every served request is counted; the data plane authenticates by gateway key, not bearer
+    // token, and sees only the per-provider faults.
+    let served = api
+        .merge(oauth)
+        .merge(inference::routes())
+        .layer(from_fn_with_state(common(), middleware::record_stats));
 
     let control = Router::new()
         .route(
@@ -349,8 +332,7 @@ fn router(state: AppState) -> Router {
             post(mcp_integrations::discover),
         );
 
-    api.merge(inference)
-        .merge(oauth)
+    served
         .merge(control)
         .fallback(|| async {
             let body = json!({"success": false, "data": {"message": "no such route", "errorCode": "AB08"}});

@@ -195,14 +195,8 @@ macro_rules! guardrail_kind {
                 plane::<Self>(client).update(&remote.key(), &request).await
             }
             async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
-                let Deleting {
-                    cx,
-                    client,
-                    key,
-                    status,
-                } = at;
-                conceal_before_delete(self, self.definition(), cx).await;
-                delete(self, client, key, status).await
+                conceal_before_delete(self, self.definition(), at.cx).await;
+                delete(self, at.client, at.key, at.status).await
             }
             async fn find_created(
                 &self,

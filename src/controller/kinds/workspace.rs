@@ -387,20 +387,15 @@ impl OwnCalls for Workspace {
     /// Archives the workspace, then deletes the IAM scope aigw made for it (each "already
     /// gone" is done, so a retry after a failure between the two finishes the second).
     async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
-        let Deleting {
-            cx,
-            client,
-            key,
-            status,
-        } = at;
-        match client.workspaces().archive(key).await {
+        let Deleting { client, .. } = at;
+        match client.workspaces().archive(at.key).await {
             Err(e) if !e.is_not_found() => return Err(e),
             _ => {}
         }
         // The scope the status records, or (a workspace found again after a lost answer, not
         // recorded yet) the one this resource's create made: either carries its token.
-        let Some(scope) = owned_scope(self, cx.ctx).filter(|s| {
-            self.spec.slug.is_none() && status.scope_name.as_deref().is_none_or(|n| n == s.name)
+        let Some(scope) = owned_scope(self, at.cx.ctx).filter(|s| {
+            self.spec.slug.is_none() && at.status.scope_name.as_deref().is_none_or(|n| n == s.name)
         }) else {
             return Ok(());
         };
