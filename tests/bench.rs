@@ -1751,7 +1751,12 @@ impl Operator {
 
     /// Sum of `aigw_reconciles_total` over kinds and results.
     async fn reconciles(&self) -> f64 {
-        support::metric_sum(&self.metrics_text().await, "aigw_reconciles_total")
+        // Those sent to their Connection's line before they started are not reconciles.
+        let started: String = (self.metrics_text().await.lines())
+            .filter(|l| !l.contains(r#"result="throttled""#))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        support::metric_sum(&started, "aigw_reconciles_total")
     }
 
     /// The mean time of one reconcile so far, in milliseconds (`aigw_reconcile_duration_seconds`,

@@ -1,8 +1,9 @@
 //! The HTTP client: one per connection, cheap to clone, shared by every controller.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU32;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -33,6 +34,8 @@ pub struct Client {
     guard: Option<Arc<dyn WriteGuard>>,
     /// Every request through this client must be answered by then ([`Client::answered_by`]).
     deadline: Option<Instant>,
+    /// Whose work this client's requests are, for the limiter's line ([`Client::turn`]).
+    queue: Option<Arc<str>>,
 }
 
 /// Decides, right before a write (POST, PUT, PATCH, DELETE) leaves the process, whether it may:
@@ -53,6 +56,10 @@ struct Inner {
     limiter: Option<DefaultDirectRateLimiter>,
     /// Requests per second the limiter allows (0: unlimited).
     qps: f64,
+    /// Who waits for the limiter ([`Client::turn`]).
+    line: Mutex<Line>,
+    /// Held while waiting for the limiter, in the order the waits began.
+    first_come: tokio::sync::Mutex<()>,
     in_flight: Semaphore,
     observer: Option<Arc<dyn RequestObserver>>,
 }
@@ -161,11 +168,14 @@ impl Client {
                 },
                 limiter: rate_limiter(cfg.qps, cfg.burst),
                 qps: cfg.qps,
+                line: Mutex::default(),
+                first_come: tokio::sync::Mutex::new(()),
                 in_flight: Semaphore::new(cfg.max_in_flight.max(1)),
                 observer: cfg.observer,
             }),
             guard: None,
             deadline: None,
+            queue: None,
         })
     }
 
@@ -173,6 +183,15 @@ impl Client {
     pub fn guarded(&self, guard: Arc<dyn WriteGuard>) -> Self {
         Self {
             guard: Some(guard),
+            ..self.clone()
+        }
+    }
+
+    /// This client, whose requests are `queue`'s work (a namespace) in the limiter's line
+    /// ([`Client::turn`]).
+    pub fn queued(&self, queue: &str) -> Self {
+        Self {
+            queue: Some(queue.into()),
             ..self.clone()
         }
     }
@@ -202,6 +221,49 @@ impl Client {
             endpoint: call.route.template,
             retry_after: (!wait.is_zero()).then_some(wait),
         })
+    }
+
+    /// When the requests already waiting for this client's rate limiter fill more than
+    /// [`LINE_LIMIT`] of it and some are of this client's queue ([`Client::queued`]): how long
+    /// the work `key` (an object) about to start should wait before it starts, so that it does
+    /// not hold a worker while it waits for the limiter (a reconcile holds one of its kind's
+    /// `--concurrency` slots, which other objects need). Each queue has a line of its own: new
+    /// work is given the next place in its queue's line, one request's time after the one
+    /// before, so that those sent away come back one at a time; work that comes back early
+    /// keeps its place, and work that comes back at its place and finds the backlog still there
+    /// goes ahead of its line (after what waits now). A queue none of whose requests waits
+    /// starts at once, so one queue's backlog never sends another queue's work behind it.
+    /// `None`: start now.
+    pub fn turn(&self, key: &str) -> Option<Duration> {
+        self.inner.limiter.as_ref()?;
+        let per_request = Duration::from_secs_f64(1.0 / self.inner.qps);
+        let queue = self.queue.as_deref().unwrap_or_default();
+        let now = Instant::now();
+        let mut line = self.inner.line.lock().unwrap_or_else(|e| e.into_inner());
+        line.forget_past(now);
+        let held = line.places.remove(key);
+        let backlog = per_request.saturating_mul(u32::try_from(line.total).unwrap_or(u32::MAX));
+        if backlog <= LINE_LIMIT || !line.waiting.contains_key(queue) {
+            return None;
+        }
+        let after_backlog = now.checked_add(backlog)?;
+        let place = match held {
+            Some(place) if place > now => place,
+            // Back at its place: ahead of its line, in the order they come back; new work at
+            // the end of its line.
+            held => {
+                let cursors = match held {
+                    Some(_) => &mut line.ahead,
+                    None => &mut line.next,
+                };
+                let cursor = cursors.entry(queue.to_string()).or_insert(now);
+                let place = (*cursor).max(after_backlog);
+                *cursor = place.checked_add(per_request)?;
+                place
+            }
+        };
+        line.places.insert(key.to_string(), place);
+        Some(place - now)
     }
 
     /// Requests per second this client's rate limiter allows; `None` when it has none.
@@ -468,9 +530,21 @@ impl Client {
         }
     }
 
+    /// True when nobody waits for `limiter` and it has a request's room now (taken): the burst
+    /// passes without counting as a backlog.
+    fn passes_at_once(&self, limiter: &DefaultDirectRateLimiter) -> bool {
+        let line = self.inner.line.lock().unwrap_or_else(|e| e.into_inner());
+        line.total == 0 && limiter.check().is_ok()
+    }
+
     /// One HTTP exchange, under the rate limiter and the in-flight limit.
     async fn attempt(&self, call: &Call, url: &reqwest::Url) -> Result<Answer, ApiError> {
-        if let Some(limiter) = &self.inner.limiter {
+        if let Some(limiter) = &self.inner.limiter
+            && !self.passes_at_once(limiter)
+        {
+            let _waiting = Waiting::join(&self.inner.line, self.queue.as_deref());
+            // First come, first served: the limiter alone lets any of its waiters through next.
+            let _first = self.inner.first_come.lock().await;
             limiter.until_ready().await;
         }
         let _permit = self
@@ -707,6 +781,73 @@ fn extra_headers(headers: &[(String, super::secret::SecretString)]) -> Result<He
     Ok(map)
 }
 
+/// How much of a rate limiter's time the requests waiting for it may fill before
+/// [`Client::turn`] sends new work away: a second.
+pub const LINE_LIMIT: Duration = Duration::from_secs(1);
+
+/// The requests waiting for a client's rate limiter, and the lines of work sent away to come
+/// back later ([`Client::turn`]), per queue.
+#[derive(Default)]
+struct Line {
+    /// Requests waiting for the limiter now.
+    total: usize,
+    /// Of those, each queue's (a queue none of whose requests waits is absent).
+    waiting: HashMap<String, usize>,
+    /// The place [`Client::turn`] hands out next in each queue's line, while it is to come.
+    next: HashMap<String, Instant>,
+    /// Likewise, to work that came back at its place and found the backlog still there.
+    ahead: HashMap<String, Instant>,
+    /// The place each piece of work sent away was given, until it comes back.
+    places: HashMap<String, Instant>,
+    /// When places whose time is long past (their work gone, or started meanwhile) were last
+    /// forgotten.
+    forgotten_at: Option<Instant>,
+}
+
+impl Line {
+    /// Forgets the lines whose last place has come, and, once a minute, the places that came
+    /// more than a minute ago.
+    fn forget_past(&mut self, now: Instant) {
+        const MINUTE: Duration = Duration::from_secs(60);
+        self.next.retain(|_, next| *next > now);
+        self.ahead.retain(|_, ahead| *ahead > now);
+        if self.forgotten_at.is_none_or(|at| at + MINUTE <= now) {
+            self.places.retain(|_, place| *place + MINUTE > now);
+            self.forgotten_at = Some(now);
+        }
+    }
+}
+
+/// One request counted as waiting for the limiter until it is dropped (its wait ended, or it
+/// was cancelled).
+struct Waiting<'a> {
+    line: &'a Mutex<Line>,
+    queue: String,
+}
+
+impl<'a> Waiting<'a> {
+    fn join(line: &'a Mutex<Line>, queue: Option<&str>) -> Self {
+        let queue = queue.unwrap_or_default().to_string();
+        let mut held = line.lock().unwrap_or_else(|e| e.into_inner());
+        held.total += 1;
+        *held.waiting.entry(queue.clone()).or_default() += 1;
+        Self { line, queue }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut line = self.line.lock().unwrap_or_else(|e| e.into_inner());
+        line.total = line.total.saturating_sub(1);
+        if let Some(n) = line.waiting.get_mut(&self.queue) {
+            *n -= 1;
+            if *n == 0 {
+                line.waiting.remove(&self.queue);
+            }
+        }
+    }
+}
+
 fn rate_limiter(qps: f64, burst: u32) -> Option<DefaultDirectRateLimiter> {
     if !qps.is_finite() || qps <= 0.0 {
         return None;
@@ -736,5 +877,72 @@ impl std::io::Read for ChunkReader {
         let n = buf.len().min(self.current.len());
         buf[..n].copy_from_slice(&self.current.split_to(n));
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::token::StaticToken;
+
+    fn limited(qps: f64) -> Client {
+        let token = Arc::new(StaticToken::new("t0ken"));
+        let config = ClientConfig::new("http://127.0.0.1:1", "http://127.0.0.1:1/v1", token);
+        Client::new(config.rate_limit(qps, 1)).unwrap()
+    }
+
+    /// Work starts at once while the requests waiting for the limiter fill at most a second
+    /// of it, or while none of them is its queue's; past that new work gets the next place in
+    /// its queue's line, work back early keeps its place, work back at its place goes ahead of
+    /// the line, and another queue's work is never sent behind that line.
+    #[test]
+    fn a_backlogged_limiter_hands_out_places_in_a_line_per_queue() {
+        let second = Duration::from_secs(1);
+        let base = limited(1.0);
+        let (a, b) = (base.queued("a"), base.queued("b"));
+        let line = &base.inner.line;
+        assert_eq!(a.turn("a/0"), None);
+        let _one = Waiting::join(line, Some("a"));
+        assert_eq!(
+            a.turn("a/0"),
+            None,
+            "one request waiting is a second's backlog"
+        );
+        let _two = Waiting::join(line, Some("a"));
+        let _three = Waiting::join(line, Some("a"));
+        // Within half a second below `seconds`.
+        let at = |got: Option<Duration>, seconds: u32, what: &str| {
+            let (got, want) = (got.unwrap(), second * seconds);
+            assert!(got <= want && got + second / 2 > want, "{what}: {got:?}");
+        };
+        let back_at_its_place = |key: &str| {
+            let now = Instant::now();
+            line.lock().unwrap().places.insert(key.into(), now);
+            a.turn(key)
+        };
+        for n in 0..3 {
+            at(
+                a.turn(&format!("a/{n}")),
+                3 + n,
+                "new work, at the end of the line",
+            );
+        }
+        at(a.turn("a/2"), 5, "back early, a/2 keeps its place");
+        at(
+            back_at_its_place("a/2"),
+            3,
+            "back at its place, ahead of the line",
+        );
+        at(
+            back_at_its_place("a/0"),
+            4,
+            "the next one back comes after it",
+        );
+        assert_eq!(b.turn("b/0"), None, "b has no request waiting: it starts");
+        let _b = Waiting::join(line, Some("b"));
+        at(b.turn("b/1"), 4, "b waits for the backlog only");
+        drop((_two, _three, _b));
+        assert_eq!(a.turn("a/1"), None, "the backlog is gone");
+        assert_eq!(limited(0.0).queued("a").turn("a/0"), None, "no limiter");
     }
 }

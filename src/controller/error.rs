@@ -181,6 +181,15 @@ pub enum Wait {
         message: String,
         look_again_in: Duration,
     },
+    /// The object's Connection is backlogged: the requests waiting for its rate limiter fill
+    /// more than a second of it ([`crate::api::Client::turn`]). Nothing was done; the reconcile
+    /// comes back at its place in that Connection's line instead of holding one of the kind's
+    /// slots, which other Connections' objects need, while it waits.
+    #[error("{connection}: its rate limit is backlogged; starting in {look_again_in:?}")]
+    Throttled {
+        connection: String,
+        look_again_in: Duration,
+    },
     /// A rotation recorded by another writer (or a process that died) may still be in flight:
     /// redoing it now could revoke the values it is about to store. Look again after
     /// `look_again_in`, when any such call has ended.
@@ -201,6 +210,7 @@ impl Wait {
             Self::CachesNotReady(_) => "CachesNotReady",
             Self::CreateOutcomeUnknown(_) | Self::NotYetSettled { .. } => "CreateOutcomeUnknown",
             Self::RotationInFlight { .. } => "RotationInFlight",
+            Self::Throttled { .. } => "Throttled",
         }
     }
 
@@ -208,7 +218,8 @@ impl Wait {
     pub fn look_again_in(&self) -> Option<Duration> {
         match self {
             Self::NotYetSettled { look_again_in, .. }
-            | Self::RotationInFlight { look_again_in, .. } => Some(*look_again_in),
+            | Self::RotationInFlight { look_again_in, .. }
+            | Self::Throttled { look_again_in, .. } => Some(*look_again_in),
             Self::Gated { look_again_in, .. } => *look_again_in,
             Self::CachesNotReady(_) => Some(Duration::from_secs(1)),
             _ => None,
@@ -251,11 +262,16 @@ impl Halt {
     }
 
     /// True when the reconcile must stop without recording anything: its view is stale (a
-    /// lost status race), or this replica may not act (not the leader, a write withheld by the
-    /// lease guard, caches that have not listed).
+    /// lost status race), this replica may not act (not the leader, a write withheld by the
+    /// lease guard, caches that have not listed), or it has not started (its Connection's line).
     pub fn records_nothing(&self) -> bool {
         match self {
-            Self::Wait(Wait::Conflict(_) | Wait::NotLeader(_) | Wait::CachesNotReady(_)) => true,
+            Self::Wait(
+                Wait::Conflict(_)
+                | Wait::NotLeader(_)
+                | Wait::CachesNotReady(_)
+                | Wait::Throttled { .. },
+            ) => true,
             Self::Fail(Error::Api { source, .. }) => {
                 matches!(source.root(), ApiError::Withheld { .. })
             }
@@ -334,10 +350,11 @@ mod tests {
         assert_eq!(unknown.category(), "CreateOutcomeUnknown");
     }
 
-    /// Every wait is retried and never recorded as `Stalled`; of the halts, only a stale view or
-    /// a replica that may not act records nothing (the lease guard's withheld write among them).
+    /// Every wait is retried and never recorded as `Stalled`; of the halts, only a stale view, a
+    /// replica that may not act (the lease guard's withheld write among them) or a reconcile
+    /// sent to its Connection's line records nothing.
     #[test]
-    fn waits_are_transient_and_only_a_stale_or_idle_replica_records_nothing() {
+    fn waits_are_transient_and_only_a_stale_idle_or_unstarted_reconcile_records_nothing() {
         let later = Duration::from_secs(3);
         let waits = [
             (
@@ -380,6 +397,14 @@ mod tests {
                 },
                 "RotationInFlight",
                 false,
+            ),
+            (
+                Wait::Throttled {
+                    connection: "Connection slow".into(),
+                    look_again_in: later,
+                },
+                "Throttled",
+                true,
             ),
         ];
         for (wait, category, records_nothing) in waits {

@@ -69,6 +69,8 @@ pub struct Gate<'a, K: Managed> {
     resolved: tokio::sync::OnceCell<Resolved>,
     /// What the promotion gate decided for this reconcile's update, when it was asked.
     promotion: std::sync::Mutex<Option<Decision>>,
+    /// A client was handed out: the reconcile has started its calls.
+    started: std::sync::atomic::AtomicBool,
 }
 
 impl<'a, K: Managed> Gate<'a, K> {
@@ -79,6 +81,7 @@ impl<'a, K: Managed> Gate<'a, K> {
             intended: Default::default(),
             resolved: tokio::sync::OnceCell::new(),
             promotion: Default::default(),
+            started: Default::default(),
         }
     }
 
@@ -93,6 +96,34 @@ impl<'a, K: Managed> Gate<'a, K> {
             return Err(self.would(op).into());
         }
         Ok(&self.resolve().await?.client)
+    }
+
+    /// Called before the first call of a reconcile that has written nothing yet
+    /// ([`super::Cx::api`]): when the Connection's rate limiter is backlogged, the reconcile
+    /// leaves for its place in its namespace's line at that Connection ([`Wait::Throttled`],
+    /// [`Client::turn`]) instead of holding its kind's slot while it waits, so that a backlog
+    /// behind one slow Connection does not stop other Connections' objects, nor one
+    /// namespace's backlog another's objects on the same Connection. A reconcile that has
+    /// started its calls, or written anything (a create or rotation intent, a status), waits
+    /// for the limiter as before.
+    pub fn take_turn(&self) -> Result<(), Wait> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let Some(resolved) = self.resolved.get() else {
+            return Ok(());
+        };
+        if self.ctx.dry_run || self.started.swap(true, SeqCst) {
+            return Ok(());
+        }
+        match resolved.client.turn(&super::object_key(self.object)) {
+            Some(look_again_in) => {
+                self.started.store(false, SeqCst);
+                Err(Wait::Throttled {
+                    connection: format!("Connection {}", resolved.scope.connection),
+                    look_again_in,
+                })
+            }
+            None => Ok(()),
+        }
     }
 
     /// Says what the next write will do (e.g. "update config pc-x at /config/retry"), for the
@@ -444,10 +475,13 @@ async fn resolve_guarded(
         .connections
         .client_for(namespace.as_deref(), name, cached)
         .await?;
+    let client = resolved
+        .client
+        .queued(namespace.as_deref().unwrap_or_default());
     resolved.client = match ctx.dry_run {
         // Whatever a caller declared, a dry run's client sends no write.
-        true => resolved.client.guarded(Arc::new(DryRunGuard)),
-        false => resolved.client.guarded(Arc::new(guard)),
+        true => client.guarded(Arc::new(DryRunGuard)),
+        false => client.guarded(Arc::new(guard)),
     };
     Ok(resolved)
 }
@@ -481,9 +515,16 @@ pub async fn list_client(
             ctx.leadership.clone(),
         )
         .await?
-        .client,
+        .client
+        // Lists are nobody's objects: they count towards the Connection's backlog, but never
+        // send one namespace's reconciles to the line on their own.
+        .queued(LISTS),
     )
 }
+
+/// The queue of the lists' requests in a Connection's line ([`Client::turn`]): no namespace is
+/// named so.
+const LISTS: &str = "(lists)";
 
 /// The `AlreadyManaged` message of a `kind` resource in `namespace` (`None`: cluster-scoped)
 /// whose remote object `owner` (`namespace/name`, the namespace empty when cluster-scoped)

@@ -349,6 +349,11 @@ pub struct Cx<'a, K: Managed> {
     finalized: std::sync::atomic::AtomicBool,
     /// Set once a metadata write of this reconcile carried this installation's claim.
     claimed: std::sync::atomic::AtomicBool,
+    /// Set once this reconcile published a Warning ([`Cx::warn`]).
+    warned: std::sync::atomic::AtomicBool,
+    /// Set when this reconcile took a read the drift pass asked for, or a changed-inputs mark
+    /// ([`Cx::took_read_request`]).
+    read_requested: std::sync::atomic::AtomicBool,
     /// Set when this reconcile takes a new object while the claim annotation is guarded at
     /// admission ([`Cx::taking`]): its first write carries the claim, and nothing else comes
     /// before it ([`Cx::settle_claim`]).
@@ -396,6 +401,8 @@ impl<'a, K: Managed> Cx<'a, K> {
             wrote_remotely: Default::default(),
             finalized: ctx.installation.holds(object).into(),
             claimed: Default::default(),
+            warned: Default::default(),
+            read_requested: Default::default(),
             owes_claim: Default::default(),
         }
     }
@@ -479,6 +486,12 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// handing out a client for a remote write, unless the caller's next write carries it.
     async fn client_for(&self, op: Op, settle: bool) -> Result<&crate::api::Client, Halt> {
         let client = self.gate.client(op).await?;
+        // Nothing of this reconcile written yet (every write of its object, an intent, a
+        // finalizer, a claim or a status, moves the version) nor told: it may still leave for
+        // its Connection's line.
+        if self.wrote_nothing() && !self.warned.load(std::sync::atomic::Ordering::SeqCst) {
+            self.gate.take_turn()?;
+        }
         // The create protocol's intent write adds the finalizer; any other write (a create made
         // before the intent, such as a Workspace's IAM scope, included) adds it here first.
         if op.writes() && (op != Op::Create || settle) {
@@ -666,6 +679,9 @@ impl<'a, K: Managed> Cx<'a, K> {
         if self.settle_claim().await.is_err() {
             return;
         }
+        // Told once: this reconcile goes on rather than leave for its Connection's line and
+        // tell it again when it comes back.
+        self.warned.store(true, std::sync::atomic::Ordering::SeqCst);
         publish(
             self.ctx,
             self.object,
@@ -834,7 +850,8 @@ impl<'a, K: Managed> Cx<'a, K> {
         sanitize_message(&crate::api::concealment::conceal(message, &concealed))
     }
 
-    /// True when this reconcile has not written the status (so far).
+    /// True when this reconcile has not written its object (so far): no status, intent,
+    /// finalizer or claim.
     pub(super) fn wrote_nothing(&self) -> bool {
         self.expected_version() == self.object.resource_version()
     }
@@ -844,6 +861,18 @@ impl<'a, K: Managed> Cx<'a, K> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// This reconcile took a read the drift pass asked for, or the mark of a changed input: it
+    /// owes them back if it leaves without reading ([`Wait::Throttled`]).
+    pub(super) fn took_read_request(&self) {
+        self.read_requested
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub(super) fn took_a_read_request(&self) -> bool {
+        self.read_requested
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The status this reconcile last wrote, if it wrote one.

@@ -117,6 +117,13 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
         (true, false) => Ok(Action::await_change()),
         (false, _) => apply::<K>(&object, &objects, &ctx, unreached, take && by_annotation).await,
     };
+    // Sent to its Connection's line before its first call: nothing was done, and it starts
+    // again at its place, neither a failure nor a step of its backoff.
+    if let Err(Halt::Wait(throttled @ Wait::Throttled { look_again_in, .. })) = &result {
+        debug!(kind = K::KIND, object = %key, "{throttled}");
+        ctx.metrics.reconcile_throttled(K::KIND);
+        return Ok(Action::requeue(*look_again_in));
+    }
     ctx.metrics
         .observe_reconcile(K::KIND, result.is_ok(), started.elapsed());
     result
@@ -378,7 +385,15 @@ async fn apply<K: Managed>(
     let cx = Cx::new(ctx, objects.clone(), object).taking(taking);
     let mut status = before.clone().unwrap_or_default();
     let ending = run(&cx, &key, before.as_ref(), &mut status, unreached).await;
-    let action = finish(&cx, &key, before.as_ref(), status, ending).await?;
+    let finished = finish(&cx, &key, before.as_ref(), status, ending).await;
+    if let Err(Halt::Wait(Wait::Throttled { .. })) = &finished
+        && cx.took_a_read_request()
+    {
+        // What made it read in full (a read the drift pass asked for, a changed Secret) was
+        // taken before it left for its Connection's line: it is asked again.
+        ctx.drift.flag(key);
+    }
+    let action = finished?;
     cx.write_owed_claim().await?;
     Ok(action)
 }
@@ -459,9 +474,17 @@ async fn run<K: Managed>(
         .and_then(|s| stalled_on_this_generation(s.conditions(), generation));
     if let Some(reason) = stalled {
         debug!(kind = K::KIND, object = %key, %reason, "stalled on this generation; refreshing what it observes, read-only");
-        if let Err(e) = K::observe_only(object, cx, status).await {
-            let error = cx.scrub(&e.to_string());
-            debug!(kind = K::KIND, object = %key, %error, "read-only refresh failed");
+        match K::observe_only(object, cx, status).await {
+            // Its Connection is backlogged: it refreshes when its place comes.
+            Err(Halt::Wait(Wait::Throttled { look_again_in, .. })) => {
+                ctx.metrics.reconcile_throttled(K::KIND);
+                return Ending::Later(Action::requeue(look_again_in));
+            }
+            Err(e) => {
+                let error = cx.scrub(&e.to_string());
+                debug!(kind = K::KIND, object = %key, %error, "read-only refresh failed");
+            }
+            Ok(_) => {}
         }
         return Ending::Kept(Action::requeue(jittered(ctx.drift_interval)));
     }
@@ -489,7 +512,9 @@ async fn trusted<K: Managed>(cx: &Cx<'_, K>, key: &str, before: Option<&K::Statu
     let drift = &cx.ctx.drift;
     if !applied {
         // Read in full now: a read the drift pass asked for is done by this reconcile.
-        drift.trust(key);
+        if !drift.trust(key) {
+            cx.took_read_request();
+        }
         return false;
     }
     // A copy older than this process's own last write (a failure, an intent) is stale.
@@ -498,8 +523,12 @@ async fn trusted<K: Managed>(cx: &Cx<'_, K>, key: &str, before: Option<&K::Statu
     }
     // Inputs are read when their watch says they changed, and the first time this process
     // sees the object (a change made while it was away), not on every reconcile.
-    let check_inputs = drift.first_sight(key) | drift.take_inputs_changed(key);
+    let changed = drift.take_inputs_changed(key);
+    let check_inputs = drift.first_sight(key) | changed;
     if check_inputs && !K::inputs_unchanged(object, cx, before).await {
+        if changed {
+            cx.took_read_request();
+        }
         return false;
     }
     drift.trust(key)

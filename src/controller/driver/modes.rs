@@ -91,7 +91,7 @@ pub(super) async fn observe_mode<K: Managed>(
             .await;
         }
         Ok(None) => {}
-        Err(conflict @ Halt::Wait(Wait::Conflict(_))) => return Err(conflict),
+        Err(halt) if halt.records_nothing() => return Err(halt),
         Err(error) => {
             let action = record_failure(cx, key, &error, before, &mut status).await;
             if worth_writing(before, &status) {
@@ -118,7 +118,7 @@ pub(super) async fn observe_mode<K: Managed>(
                 record_observation(cx, before, &mut status, &fields).await;
                 Action::requeue(jittered(cx.ctx.drift_interval))
             }
-            Err(conflict @ Halt::Wait(Wait::Conflict(_))) => return Err(conflict),
+            Err(halt) if halt.records_nothing() => return Err(halt),
             Err(error) => record_failure(cx, key, &error, before, &mut status).await,
         }
     };
@@ -248,6 +248,9 @@ pub(super) async fn cleanup_as_orphan<K: Managed>(object: &K, cx: &Cx<'_, K>) ->
             // `--dry-run`: the Kubernetes leftover it would release, reported, not retried.
             super::would(cx, &object_key(object), reason, message).await;
             return Ok(());
+        }
+        if error.records_nothing() {
+            return Err(error);
         }
         let message = cx.scrub(&error.to_string());
         publish(

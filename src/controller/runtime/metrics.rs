@@ -13,7 +13,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use crate::controller::runtime::census::{self, Census};
 use crate::controller::{Context, Health, Leadership};
@@ -137,193 +137,182 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("aigw");
-        let reconciles = Family::<KindResult, Counter>::default();
-        let reconcile_seconds = Family::<KindLabel, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.005, 2.0, 14))
-        });
-        let drift_corrections = Family::<KindLabel, Counter>::default();
-        let api_requests = Family::<ApiRequest, Counter>::default();
-        let api_request_seconds = Family::<EndpointLabel, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.005, 2.0, 14))
-        });
+        let r = &mut registry;
         // Each kind's panic series exists from the start, so that `increase()` sees the first
         // panic (AigwReconcilePanicked).
+        let reconciles = Family::<KindResult, Counter>::default();
         for kind in crate::registry::KINDS {
             let _ = reconciles.get_or_create(&KindResult {
                 kind: kind.kind.into(),
                 result: "panic".into(),
             });
         }
-        registry.register(
-            "reconciles",
-            "Reconciles by kind and result (ok, error, panic)",
-            reconciles.clone(),
-        );
-        registry.register(
-            "reconcile_duration_seconds",
-            "Time spent in one reconcile",
-            reconcile_seconds.clone(),
-        );
-        registry.register(
-            "drift_corrections",
-            "Remote edits made outside aigw and corrected",
-            drift_corrections.clone(),
-        );
-        registry.register(
-            "api_requests",
-            "Management API requests by method, endpoint template and status",
-            api_requests.clone(),
-        );
-        registry.register(
-            "api_request_duration_seconds",
-            "Management API request latency by endpoint template",
-            api_request_seconds.clone(),
-        );
-        let leader = Gauge::default();
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader lease (always 1 without leader election)",
-            leader.clone(),
-        );
-        let shard_members = Gauge::default();
-        registry.register(
-            "shard_members",
-            "With --shards: how many replicas this one sees live (its view); absent otherwise",
-            shard_members.clone(),
-        );
-        let shard_handovers = Counter::default();
-        registry.register(
-            "shard_handovers",
-            "With --shards: how often this replica's view of the members changed, each time handing keys over or taking them",
-            shard_handovers.clone(),
-        );
-        let shard_objects = Family::default();
-        registry.register(
-            "shard_objects",
-            "With --shards: the objects of each kind this replica reconciles now (its share)",
-            shard_objects.clone(),
-        );
-        let shard_cached_objects = Family::default();
-        registry.register(
-            "shard_cached_objects",
-            "With --shards: the objects of each kind this replica's watch caches hold (a namespaced kind's: its share, and during a hand-over the keys it gains or gives away)",
-            shard_cached_objects.clone(),
-        );
-        let drift_pass_seconds = Family::default();
-        registry.register(
-            "drift_pass_duration_seconds",
-            "How long the last drift pass took: its lists, and the reads of what they showed changed, paced to a share of the Connection's QPS",
-            drift_pass_seconds.clone(),
-        );
-        let drift_reads = Family::<KindLabel, Counter>::default();
-        registry.register(
-            "drift_reads",
-            "Objects the drift pass asked to read again (changed, unknown, or not shown by a list)",
-            drift_reads.clone(),
-        );
-        let full_read_interval_seconds = Family::default();
-        registry.register(
-            "full_read_interval_seconds",
-            "The period of the safety-net GET of every object, grown when the objects cannot be read within it at the drift share of the QPS",
-            full_read_interval_seconds.clone(),
-        );
-        let events_suppressed = Family::<TypeLabel, Counter>::default();
-        registry.register(
-            "events_suppressed",
-            "Kubernetes Events not published because the event rate limit was reached (conditions still carry the state)",
-            events_suppressed.clone(),
-        );
-        let dry_run_actions = Family::<KindAction, Counter>::default();
-        registry.register(
-            "dry_run_actions",
-            "With --dry-run: the writes the operator would have made, by kind and action (WouldCreate, WouldUpdate, WouldDelete, WouldRotate)",
-            dry_run_actions.clone(),
-        );
-        let drift_interval_seconds = Gauge::default();
-        registry.register(
-            "drift_interval_seconds",
-            "--drift-interval: how often each listed kind's drift pass starts (a pass taking longer delays the next)",
-            drift_interval_seconds.clone(),
-        );
-        let resources = Family::<KindLabel, Gauge>::default();
-        registry.register(
-            "resources",
-            "Resources of each kind in this replica's watch caches",
-            resources.clone(),
-        );
-        let resource_conditions = Family::<KindCondition, Gauge>::default();
-        registry.register(
-            "resource_conditions",
-            "Resources of each kind whose condition (Ready, Reconciling, Stalled, Drifted, Paused) is True",
-            resource_conditions.clone(),
-        );
-        let rotations_due = Family::<KindLabel, Gauge>::default();
-        registry.register(
-            "rotations_due",
-            "Resources whose credential rotation is due (interval passed, trigger changed) or in flight, and not done yet",
-            rotations_due.clone(),
-        );
-        let unreadable_objects = Family::<KindLabel, Counter>::default();
-        registry.register(
-            "unreadable_objects",
-            "Objects a watch or list could not decode (nested too deep, or of a shape this build does not know), left out of the caches and reported; each version counted once",
-            unreadable_objects.clone(),
-        );
-        let secret_cache_fallbacks = Family::<ReasonLabel, Counter>::default();
-        registry.register(
-            "secret_cache_fallbacks",
-            "Secret reads the watch caches could not answer and the apiserver did, by reason (behind_own_write, own_write_unknown, recovery, not_listed, unwatched; for referenced Secrets' values: new_version, not_cached)",
-            secret_cache_fallbacks.clone(),
-        );
-        let rollout_step = Family::<RolloutLabel, Gauge>::default();
-        registry.register(
-            "rollout_step",
-            "The step a ConfigRollout is at (0 for the first), by rollout_namespace and rollout; -1 once rolled back or aborted",
-            rollout_step.clone(),
-        );
-        let rollout_decisions = Family::<DecisionLabel, Counter>::default();
         // Each decision's series exists from the start, so that `increase()` sees the first
         // rollback (a series born at 1 shows no increase).
+        let rollout_decisions = Family::<DecisionLabel, Counter>::default();
         for decision in ["Proceed", "Complete", "RollBack", "Promote", "Abort"] {
             let _ = rollout_decisions.get_or_create(&DecisionLabel {
                 decision: decision.into(),
             });
         }
-        registry.register(
-            "rollout_decisions",
-            "Decisions of the ConfigRollouts, by decision (Proceed, Complete, RollBack, Promote, Abort)",
-            rollout_decisions.clone(),
-        );
         let lease_transitions = Arc::new(LeaseTransitions::default());
-        registry.register_collector(Box::new(lease_transitions.clone()));
         Self {
+            reconciles: registered(
+                r,
+                "reconciles",
+                "Reconciles by kind and result (ok, error, panic, throttled)",
+                reconciles,
+            ),
+            reconcile_seconds: registered(
+                r,
+                "reconcile_duration_seconds",
+                "Time spent in one reconcile",
+                latencies(),
+            ),
+            drift_corrections: registered(
+                r,
+                "drift_corrections",
+                "Remote edits made outside aigw and corrected",
+                Default::default(),
+            ),
+            api_requests: registered(
+                r,
+                "api_requests",
+                "Management API requests by method, endpoint template and status",
+                Default::default(),
+            ),
+            api_request_seconds: registered(
+                r,
+                "api_request_duration_seconds",
+                "Management API request latency by endpoint template",
+                latencies(),
+            ),
+            leader: registered(
+                r,
+                "leader",
+                "1 while this replica holds the leader lease (always 1 without leader election)",
+                Default::default(),
+            ),
+            shard_members: registered(
+                r,
+                "shard_members",
+                "With --shards: how many replicas this one sees live (its view); absent otherwise",
+                Default::default(),
+            ),
+            shard_handovers: registered(
+                r,
+                "shard_handovers",
+                "With --shards: how often this replica's view of the members changed, each time handing keys over or taking them",
+                Default::default(),
+            ),
+            shard_objects: registered(
+                r,
+                "shard_objects",
+                "With --shards: the objects of each kind this replica reconciles now (its share)",
+                Default::default(),
+            ),
+            shard_cached_objects: registered(
+                r,
+                "shard_cached_objects",
+                "With --shards: the objects of each kind this replica's watch caches hold (a namespaced kind's: its share, and during a hand-over the keys it gains or gives away)",
+                Default::default(),
+            ),
+            drift_pass_seconds: registered(
+                r,
+                "drift_pass_duration_seconds",
+                "How long the last drift pass took: its lists, and the reads of what they showed changed, paced to a share of the Connection's QPS",
+                Default::default(),
+            ),
+            drift_reads: registered(
+                r,
+                "drift_reads",
+                "Objects the drift pass asked to read again (changed, unknown, or not shown by a list)",
+                Default::default(),
+            ),
+            full_read_interval_seconds: registered(
+                r,
+                "full_read_interval_seconds",
+                "The period of the safety-net GET of every object, grown when the objects cannot be read within it at the drift share of the QPS",
+                Default::default(),
+            ),
+            events_suppressed: registered(
+                r,
+                "events_suppressed",
+                "Kubernetes Events not published because the event rate limit was reached (conditions still carry the state)",
+                Default::default(),
+            ),
+            dry_run_actions: registered(
+                r,
+                "dry_run_actions",
+                "With --dry-run: the writes the operator would have made, by kind and action (WouldCreate, WouldUpdate, WouldDelete, WouldRotate)",
+                Default::default(),
+            ),
+            drift_interval_seconds: registered(
+                r,
+                "drift_interval_seconds",
+                "--drift-interval: how often each listed kind's drift pass starts (a pass taking longer delays the next)",
+                Default::default(),
+            ),
+            resources: registered(
+                r,
+                "resources",
+                "Resources of each kind in this replica's watch caches",
+                Default::default(),
+            ),
+            resource_conditions: registered(
+                r,
+                "resource_conditions",
+                "Resources of each kind whose condition (Ready, Reconciling, Stalled, Drifted, Paused) is True",
+                Default::default(),
+            ),
+            rotations_due: registered(
+                r,
+                "rotations_due",
+                "Resources whose credential rotation is due (interval passed, trigger changed) or in flight, and not done yet",
+                Default::default(),
+            ),
+            unreadable_objects: registered(
+                r,
+                "unreadable_objects",
+                "Objects a watch or list could not decode (nested too deep, or of a shape this build does not know), left out of the caches and reported; each version counted once",
+                Default::default(),
+            ),
+            secret_cache_fallbacks: registered(
+                r,
+                "secret_cache_fallbacks",
+                "Secret reads the watch caches could not answer and the apiserver did, by reason (behind_own_write, own_write_unknown, recovery, not_listed, unwatched; for referenced Secrets' values: new_version, not_cached)",
+                Default::default(),
+            ),
+            rollout_step: registered(
+                r,
+                "rollout_step",
+                "The step a ConfigRollout is at (0 for the first), by rollout_namespace and rollout; -1 once rolled back or aborted",
+                Default::default(),
+            ),
+            rollout_decisions: registered(
+                r,
+                "rollout_decisions",
+                "Decisions of the ConfigRollouts, by decision (Proceed, Complete, RollBack, Promote, Abort)",
+                rollout_decisions,
+            ),
+            lease_transitions: {
+                r.register_collector(Box::new(lease_transitions.clone()));
+                lease_transitions
+            },
             registry,
-            rollout_step,
-            rollout_decisions,
-            dry_run_actions,
-            drift_interval_seconds,
-            resources,
-            resource_conditions,
-            rotations_due,
-            unreadable_objects,
-            secret_cache_fallbacks,
-            lease_transitions,
-            leader,
-            shard_members,
-            shard_handovers,
-            shard_objects,
-            shard_cached_objects,
-            drift_pass_seconds,
-            drift_reads,
-            full_read_interval_seconds,
-            events_suppressed,
-            reconciles,
-            reconcile_seconds,
-            drift_corrections,
-            api_requests,
-            api_request_seconds,
         }
     }
+}
+
+/// Registers `metric` as `name` and hands it back (the registry keeps a clone).
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+/// A latency histogram family: 5 ms to about 41 s.
+fn latencies<L: Clone + std::hash::Hash + Eq>() -> Family<L, Histogram> {
+    Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.005, 2.0, 14)))
 }
 
 impl Metrics {
@@ -372,6 +361,17 @@ impl Metrics {
             .get_or_create(&KindResult {
                 kind: kind.into(),
                 result: "panic".into(),
+            })
+            .inc();
+    }
+
+    /// A reconcile of `kind` sent to its Connection's line before it started
+    /// (`result="throttled"`): it comes back at its place.
+    pub fn reconcile_throttled(&self, kind: &str) {
+        self.reconciles
+            .get_or_create(&KindResult {
+                kind: kind.into(),
+                result: "throttled".into(),
             })
             .inc();
     }
