@@ -1749,7 +1749,7 @@ impl Operator {
             .unwrap_or_default()
     }
 
-    /// Sum of `aigw_reconciles_total` over kinds and results.
+    /// Sum of `aigw_reconciles_total` over kinds and results, `throttled` left out.
     async fn reconciles(&self) -> f64 {
         // Those sent to their Connection's line before they started are not reconciles.
         let started: String = (self.metrics_text().await.lines())

@@ -783,7 +783,7 @@ fn extra_headers(headers: &[(String, super::secret::SecretString)]) -> Result<He
 
 /// How much of a rate limiter's time the requests waiting for it may fill before
 /// [`Client::turn`] sends new work away: a second.
-pub const LINE_LIMIT: Duration = Duration::from_secs(1);
+const LINE_LIMIT: Duration = Duration::from_secs(1);
 
 /// The requests waiting for a client's rate limiter, and the lines of work sent away to come
 /// back later ([`Client::turn`]), per queue.

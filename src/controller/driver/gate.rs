@@ -115,13 +115,10 @@ impl<'a, K: Managed> Gate<'a, K> {
             return Ok(());
         }
         match resolved.client.turn(&super::object_key(self.object)) {
-            Some(look_again_in) => {
-                self.started.store(false, SeqCst);
-                Err(Wait::Throttled {
-                    connection: format!("Connection {}", resolved.scope.connection),
-                    look_again_in,
-                })
-            }
+            Some(look_again_in) => Err(Wait::Throttled {
+                connection: format!("Connection {}", resolved.scope.connection),
+                look_again_in,
+            }),
             None => Ok(()),
         }
     }

@@ -476,9 +476,8 @@ async fn run<K: Managed>(
         debug!(kind = K::KIND, object = %key, %reason, "stalled on this generation; refreshing what it observes, read-only");
         match K::observe_only(object, cx, status).await {
             // Its Connection is backlogged: it refreshes when its place comes.
-            Err(Halt::Wait(Wait::Throttled { look_again_in, .. })) => {
-                ctx.metrics.reconcile_throttled(K::KIND);
-                return Ending::Later(Action::requeue(look_again_in));
+            Err(throttled @ Halt::Wait(Wait::Throttled { .. })) => {
+                return Ending::Refused(throttled);
             }
             Err(e) => {
                 let error = cx.scrub(&e.to_string());

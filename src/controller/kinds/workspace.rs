@@ -387,7 +387,7 @@ impl OwnCalls for Workspace {
     /// Archives the workspace, then deletes the IAM scope aigw made for it (each "already
     /// gone" is done, so a retry after a failure between the two finishes the second).
     async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
-        let Deleting { client, .. } = at;
+        let client = at.client;
         match client.workspaces().archive(at.key).await {
             Err(e) if !e.is_not_found() => return Err(e),
             _ => {}
