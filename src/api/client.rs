@@ -36,6 +36,8 @@ pub struct Client {
     deadline: Option<Instant>,
     /// Whose work this client's requests are, for the limiter's line ([`Client::turn`]).
     queue: Option<Arc<str>>,
+    /// The piece of work (an object) this client's requests serve, for its place in that line.
+    work: Option<Arc<str>>,
 }
 
 /// Decides, right before a write (POST, PUT, PATCH, DELETE) leaves the process, whether it may:
@@ -176,6 +178,7 @@ impl Client {
             guard: None,
             deadline: None,
             queue: None,
+            work: None,
         })
     }
 
@@ -192,6 +195,15 @@ impl Client {
     pub fn queued(&self, queue: &str) -> Self {
         Self {
             queue: Some(queue.into()),
+            ..self.clone()
+        }
+    }
+
+    /// This client, whose requests serve the work `key` (an object) in its queue's line
+    /// ([`Client::turn`]).
+    pub fn working_on(&self, key: &str) -> Self {
+        Self {
+            work: Some(key.into()),
             ..self.clone()
         }
     }
@@ -225,7 +237,7 @@ impl Client {
 
     /// When the requests already waiting for this client's rate limiter fill more than
     /// [`LINE_LIMIT`] of it and some are of this client's queue ([`Client::queued`]): how long
-    /// the work `key` (an object) about to start should wait before it starts, so that it does
+    /// the work ([`Client::working_on`]) about to start should wait before it starts, so that it does
     /// not hold a worker while it waits for the limiter (a reconcile holds one of its kind's
     /// `--concurrency` slots, which other objects need). Each queue has a line of its own: new
     /// work is given the next place in its queue's line, one request's time after the one
@@ -233,17 +245,26 @@ impl Client {
     /// keeps its place, and work that comes back at its place and finds the backlog still there
     /// goes ahead of its line (after what waits now). A queue none of whose requests waits
     /// starts at once, so one queue's backlog never sends another queue's work behind it.
-    /// `None`: start now.
-    pub fn turn(&self, key: &str) -> Option<Duration> {
+    /// Work told to start counts as a request waiting until its first request reaches the
+    /// limiter, or it ends ([`Client::finished`]), so that work asking at the same moment does
+    /// not all start. `None`: start now (and always for a client serving no work).
+    pub fn turn(&self) -> Option<Duration> {
         self.inner.limiter.as_ref()?;
+        let key = self.work.as_deref()?;
         let per_request = Duration::from_secs_f64(1.0 / self.inner.qps);
         let queue = self.queue.as_deref().unwrap_or_default();
         let now = Instant::now();
         let mut line = self.inner.line.lock().unwrap_or_else(|e| e.into_inner());
         line.forget_past(now);
+        line.starting.remove(key);
         let held = line.places.remove(key);
-        let backlog = per_request.saturating_mul(u32::try_from(line.total).unwrap_or(u32::MAX));
-        if backlog <= LINE_LIMIT || !line.waiting.contains_key(queue) {
+        let ahead = line.total + line.starting.len();
+        let backlog = per_request.saturating_mul(u32::try_from(ahead).unwrap_or(u32::MAX));
+        let queue_busy = line.waiting.contains_key(queue)
+            || line.starting.values().any(|(of, _)| **of == *queue);
+        if backlog <= LINE_LIMIT || !queue_busy {
+            line.starting
+                .insert(key.into(), (self.queue.clone().unwrap_or_default(), now));
             return None;
         }
         let after_backlog = now.checked_add(backlog)?;
@@ -264,6 +285,15 @@ impl Client {
         };
         line.places.insert(key.to_string(), place);
         Some(place - now)
+    }
+
+    /// The work this client serves has ended: if it was told to start and sent no request, it
+    /// no longer counts in the line ([`Client::turn`]).
+    pub fn finished(&self) {
+        if let Some(key) = self.work.as_deref() {
+            let mut line = self.inner.line.lock().unwrap_or_else(|e| e.into_inner());
+            line.starting.remove(key);
+        }
     }
 
     /// Requests per second this client's rate limiter allows; `None` when it has none.
@@ -530,19 +560,29 @@ impl Client {
         }
     }
 
-    /// True when nobody waits for `limiter` and it has a request's room now (taken): the burst
-    /// passes without counting as a backlog.
-    fn passes_at_once(&self, limiter: &DefaultDirectRateLimiter) -> bool {
-        let line = self.inner.line.lock().unwrap_or_else(|e| e.into_inner());
-        line.total == 0 && limiter.check().is_ok()
+    /// A request reaching `limiter`: its work no longer counts as starting ([`Client::turn`]);
+    /// it passes at once (`None`) when nobody waits and the limiter has a request's room now
+    /// (taken), so a burst passes without counting as a backlog, else it joins the waiters.
+    fn reach(&self, limiter: &DefaultDirectRateLimiter) -> Option<Waiting<'_>> {
+        let mut line = self.inner.line.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(key) = self.work.as_deref() {
+            line.starting.remove(key);
+        }
+        if line.total == 0 && limiter.check().is_ok() {
+            return None;
+        }
+        Some(Waiting::join(
+            &mut line,
+            &self.inner.line,
+            self.queue.as_deref(),
+        ))
     }
 
     /// One HTTP exchange, under the rate limiter and the in-flight limit.
     async fn attempt(&self, call: &Call, url: &reqwest::Url) -> Result<Answer, ApiError> {
         if let Some(limiter) = &self.inner.limiter
-            && !self.passes_at_once(limiter)
+            && let Some(_waiting) = self.reach(limiter)
         {
-            let _waiting = Waiting::join(&self.inner.line, self.queue.as_deref());
             // First come, first served: the limiter alone lets any of its waiters through next.
             let _first = self.inner.first_come.lock().await;
             limiter.until_ready().await;
@@ -785,6 +825,10 @@ fn extra_headers(headers: &[(String, super::secret::SecretString)]) -> Result<He
 /// [`Client::turn`] sends new work away: a second.
 const LINE_LIMIT: Duration = Duration::from_secs(1);
 
+/// How long work told to start counts in the line before its first request: longer than a
+/// reconcile's apiserver writes before that request take.
+const STARTING_LIMIT: Duration = Duration::from_secs(10);
+
 /// The requests waiting for a client's rate limiter, and the lines of work sent away to come
 /// back later ([`Client::turn`]), per queue.
 #[derive(Default)]
@@ -799,6 +843,8 @@ struct Line {
     ahead: HashMap<String, Instant>,
     /// The place each piece of work sent away was given, until it comes back.
     places: HashMap<String, Instant>,
+    /// Work told to start that has sent no request yet: its queue, and when it was told.
+    starting: HashMap<String, (Arc<str>, Instant)>,
     /// When places whose time is long past (their work gone, or started meanwhile) were last
     /// forgotten.
     forgotten_at: Option<Instant>,
@@ -811,6 +857,9 @@ impl Line {
         const MINUTE: Duration = Duration::from_secs(60);
         self.next.retain(|_, next| *next > now);
         self.ahead.retain(|_, ahead| *ahead > now);
+        // Work whose first request never came (it ended without telling) is not waited for.
+        self.starting
+            .retain(|_, (_, told)| *told + STARTING_LIMIT > now);
         if self.forgotten_at.is_none_or(|at| at + MINUTE <= now) {
             self.places.retain(|_, place| *place + MINUTE > now);
             self.forgotten_at = Some(now);
@@ -826,9 +875,9 @@ struct Waiting<'a> {
 }
 
 impl<'a> Waiting<'a> {
-    fn join(line: &'a Mutex<Line>, queue: Option<&str>) -> Self {
+    /// Counts a request of `queue` in `held`, the locked `line`.
+    fn join(held: &mut Line, line: &'a Mutex<Line>, queue: Option<&str>) -> Self {
         let queue = queue.unwrap_or_default().to_string();
-        let mut held = line.lock().unwrap_or_else(|e| e.into_inner());
         held.total += 1;
         *held.waiting.entry(queue.clone()).or_default() += 1;
         Self { line, queue }
@@ -891,43 +940,62 @@ mod tests {
         Client::new(config.rate_limit(qps, 1)).unwrap()
     }
 
-    /// Work starts at once while the requests waiting for the limiter fill at most a second
-    /// of it, or while none of them is its queue's; past that new work gets the next place in
-    /// its queue's line, work back early keeps its place, work back at its place goes ahead of
-    /// the line, and another queue's work is never sent behind that line.
+    /// Work starts at once while the requests waiting for the limiter, and the work told to
+    /// start that has sent none yet, fill at most a second of it, or while none of them is its
+    /// queue's; past that new work gets the next place in its queue's line, work back early
+    /// keeps its place, work back at its place goes ahead of the line, and another queue's work
+    /// is never sent behind that line.
     #[test]
     fn a_backlogged_limiter_hands_out_places_in_a_line_per_queue() {
         let second = Duration::from_secs(1);
         let base = limited(1.0);
         let (a, b) = (base.queued("a"), base.queued("b"));
+        let on = |client: &Client, key: &str| client.working_on(key);
         let line = &base.inner.line;
-        assert_eq!(a.turn("a/0"), None);
-        let _one = Waiting::join(line, Some("a"));
+        let join = |queue| Waiting::join(&mut line.lock().unwrap(), line, Some(queue));
+        assert_eq!(base.turn(), None, "no work named");
+        assert_eq!(on(&a, "a/0").turn(), None);
         assert_eq!(
-            a.turn("a/0"),
+            on(&a, "a/0").turn(),
             None,
-            "one request waiting is a second's backlog"
+            "asking again, a/0 is not counted twice"
         );
-        let _two = Waiting::join(line, Some("a"));
-        let _three = Waiting::join(line, Some("a"));
         // Within half a second below `seconds`.
         let at = |got: Option<Duration>, seconds: u32, what: &str| {
             let (got, want) = (got.unwrap(), second * seconds);
             assert!(got <= want && got + second / 2 > want, "{what}: {got:?}");
         };
+        assert_eq!(on(&a, "a/9").turn(), None, "one told to start is a second");
+        at(
+            on(&a, "a/8").turn(),
+            2,
+            "two told to start at once are a backlog, though neither has sent a request",
+        );
+        on(&a, "a/9").finished();
+        let _one = join("a");
+        drop(on(&a, "a/0").reach(base.inner.limiter.as_ref().unwrap()));
+        assert_eq!(
+            line.lock().unwrap().starting.len(),
+            0,
+            "a/0 reached the limiter"
+        );
+        line.lock().unwrap().places.clear();
+        line.lock().unwrap().next.clear();
+        let _two = join("a");
+        let _three = join("a");
         let back_at_its_place = |key: &str| {
             let now = Instant::now();
             line.lock().unwrap().places.insert(key.into(), now);
-            a.turn(key)
+            on(&a, key).turn()
         };
         for n in 0..3 {
             at(
-                a.turn(&format!("a/{n}")),
+                on(&a, &format!("a/{n}")).turn(),
                 3 + n,
                 "new work, at the end of the line",
             );
         }
-        at(a.turn("a/2"), 5, "back early, a/2 keeps its place");
+        at(on(&a, "a/2").turn(), 5, "back early, a/2 keeps its place");
         at(
             back_at_its_place("a/2"),
             3,
@@ -938,11 +1006,20 @@ mod tests {
             4,
             "the next one back comes after it",
         );
-        assert_eq!(b.turn("b/0"), None, "b has no request waiting: it starts");
-        let _b = Waiting::join(line, Some("b"));
-        at(b.turn("b/1"), 4, "b waits for the backlog only");
-        drop((_two, _three, _b));
-        assert_eq!(a.turn("a/1"), None, "the backlog is gone");
-        assert_eq!(limited(0.0).queued("a").turn("a/0"), None, "no limiter");
+        assert_eq!(
+            on(&b, "b/0").turn(),
+            None,
+            "b has no request waiting: it starts"
+        );
+        at(
+            on(&b, "b/1").turn(),
+            4,
+            "b waits for the backlog only, b/0 in it",
+        );
+        drop((_one, _two, _three));
+        on(&b, "b/0").finished();
+        assert_eq!(on(&a, "a/1").turn(), None, "the backlog is gone");
+        let unlimited = limited(0.0).queued("a").working_on("a/0");
+        assert_eq!(unlimited.turn(), None, "no limiter");
     }
 }

@@ -114,7 +114,7 @@ impl<'a, K: Managed> Gate<'a, K> {
         if self.ctx.dry_run || self.started.swap(true, SeqCst) {
             return Ok(());
         }
-        match resolved.client.turn(&super::object_key(self.object)) {
+        match resolved.client.turn() {
             Some(look_again_in) => Err(Wait::Throttled {
                 connection: format!("Connection {}", resolved.scope.connection),
                 look_again_in,
@@ -398,9 +398,26 @@ impl<'a, K: Managed> Gate<'a, K> {
             .get_or_try_init(|| {
                 let namespace = self.object.namespace();
                 let guard = self.ctx.leadership.for_object(self.object.meta());
-                resolve_guarded(self.ctx, self.object.connection_name(), namespace, guard)
+                let connection = self.object.connection_name();
+                async move {
+                    let mut resolved =
+                        resolve_guarded(self.ctx, connection, namespace, guard).await?;
+                    let key = super::object_key(self.object);
+                    resolved.client = resolved.client.working_on(&key);
+                    Ok(resolved)
+                }
             })
             .await
+    }
+}
+
+impl<K: Managed> Drop for Gate<'_, K> {
+    /// A reconcile told to start at its Connection ([`Gate::take_turn`]) that ended before its
+    /// first request no longer counts in the Connection's line.
+    fn drop(&mut self) {
+        if let Some(resolved) = self.resolved.get() {
+            resolved.client.finished();
+        }
     }
 }
 
