@@ -58,6 +58,8 @@ struct Inner {
     limiter: Option<DefaultDirectRateLimiter>,
     /// Requests per second the limiter allows (0: unlimited).
     qps: f64,
+    /// How many requests the limiter lets through at once when nobody waits.
+    burst: usize,
     /// Who waits for the limiter ([`Client::turn`]).
     line: Mutex<Line>,
     /// Held while waiting for the limiter, in the order the waits began.
@@ -170,6 +172,7 @@ impl Client {
                 },
                 limiter: rate_limiter(cfg.qps, cfg.burst),
                 qps: cfg.qps,
+                burst: usize::try_from(cfg.burst.max(1)).unwrap_or(usize::MAX),
                 line: Mutex::default(),
                 first_come: tokio::sync::Mutex::new(()),
                 in_flight: Semaphore::new(cfg.max_in_flight.max(1)),
@@ -243,11 +246,13 @@ impl Client {
     /// work is given the next place in its queue's line, one request's time after the one
     /// before, so that those sent away come back one at a time; work that comes back early
     /// keeps its place, and work that comes back at its place and finds the backlog still there
-    /// goes ahead of its line (after what waits now). A queue none of whose requests waits
-    /// starts at once, so one queue's backlog never sends another queue's work behind it.
-    /// Work told to start counts as a request waiting until its first request reaches the
-    /// limiter, or it ends ([`Client::finished`]), so that work asking at the same moment does
-    /// not all start. `None`: start now (and always for a client serving no work).
+    /// goes ahead of its line (after what waits now). Work told to start counts as a request
+    /// waiting until its first request reaches the limiter, or it ends ([`Client::finished`]),
+    /// so that work asking at the same moment does not all start; while no request waits, the
+    /// first `burst` of it pass on the bucket's room. A queue none of whose requests waits and
+    /// none of whose work is starting starts at once, so one queue's backlog never sends
+    /// another queue's work behind it. `None`: start now (and always for a client serving no
+    /// work).
     pub fn turn(&self) -> Option<Duration> {
         self.inner.limiter.as_ref()?;
         let key = self.work.as_deref()?;
@@ -258,7 +263,12 @@ impl Client {
         line.forget_past(now);
         line.starting.remove(key);
         let held = line.places.remove(key);
-        let ahead = line.total + line.starting.len();
+        let starting = line.starting.len();
+        let ahead = match line.total {
+            // Nobody waits: the first `burst` of the work told to start pass on the bucket's room.
+            0 => starting.saturating_sub(self.inner.burst),
+            waiting => waiting + starting,
+        };
         let backlog = per_request.saturating_mul(u32::try_from(ahead).unwrap_or(u32::MAX));
         let queue_busy = line.waiting.contains_key(queue)
             || line.starting.values().any(|(of, _)| **of == *queue);
@@ -952,35 +962,63 @@ mod tests {
         let (a, b) = (base.queued("a"), base.queued("b"));
         let on = |client: &Client, key: &str| client.working_on(key);
         let line = &base.inner.line;
+        let limiter = base.inner.limiter.as_ref().unwrap();
         let join = |queue| Waiting::join(&mut line.lock().unwrap(), line, Some(queue));
-        assert_eq!(base.turn(), None, "no work named");
-        assert_eq!(on(&a, "a/0").turn(), None);
-        assert_eq!(
-            on(&a, "a/0").turn(),
-            None,
-            "asking again, a/0 is not counted twice"
-        );
+        let starting = || line.lock().unwrap().starting.len();
         // Within half a second below `seconds`.
         let at = |got: Option<Duration>, seconds: u32, what: &str| {
             let (got, want) = (got.unwrap(), second * seconds);
             assert!(got <= want && got + second / 2 > want, "{what}: {got:?}");
         };
-        assert_eq!(on(&a, "a/9").turn(), None, "one told to start is a second");
-        at(
-            on(&a, "a/8").turn(),
-            2,
-            "two told to start at once are a backlog, though neither has sent a request",
-        );
-        on(&a, "a/9").finished();
-        let _one = join("a");
-        drop(on(&a, "a/0").reach(base.inner.limiter.as_ref().unwrap()));
+        assert_eq!(base.turn(), None, "no work named");
+        assert_eq!(on(&a, "a/0").turn(), None, "the first passes on the burst");
         assert_eq!(
-            line.lock().unwrap().starting.len(),
-            0,
-            "a/0 reached the limiter"
+            on(&a, "a/1").turn(),
+            None,
+            "so does the second, nobody waiting"
         );
-        line.lock().unwrap().places.clear();
-        line.lock().unwrap().next.clear();
+        assert_eq!(
+            on(&a, "a/2").turn(),
+            None,
+            "one beyond the burst is a second"
+        );
+        assert_eq!(
+            on(&a, "a/2").turn(),
+            None,
+            "asking again, a/2 is not counted twice"
+        );
+        at(
+            on(&a, "a/3").turn(),
+            2,
+            "four told to start at once are a backlog, though none has sent a request",
+        );
+        assert_eq!(
+            on(&b, "b/0").turn(),
+            None,
+            "another queue's work told to start does not make b's queue busy"
+        );
+        on(&b, "b/0").finished();
+        on(&a, "a/1").finished();
+        on(&a, "a/2").finished();
+        assert_eq!(starting(), 1, "a/1 and a/2 ended without a request");
+        drop(on(&a, "a/0").reach(limiter));
+        assert_eq!(
+            starting(),
+            0,
+            "a/0 passed at once on the burst, no longer starting"
+        );
+        line.lock().unwrap().starting.insert(
+            "a/gone".into(),
+            ("a".into(), Instant::now() - STARTING_LIMIT),
+        );
+        assert_eq!(on(&b, "b/9").turn(), None);
+        assert_eq!(
+            starting(),
+            1,
+            "work told long ago and never heard of is forgotten"
+        );
+        on(&b, "b/9").finished();
+        let _one = join("a");
         let _two = join("a");
         let _three = join("a");
         let back_at_its_place = |key: &str| {
@@ -988,21 +1026,21 @@ mod tests {
             line.lock().unwrap().places.insert(key.into(), now);
             on(&a, key).turn()
         };
-        for n in 0..3 {
+        for n in 4..7 {
             at(
                 on(&a, &format!("a/{n}")).turn(),
-                3 + n,
-                "new work, at the end of the line",
+                n - 1,
+                "new work, at the end of the line (after a/3's place)",
             );
         }
-        at(on(&a, "a/2").turn(), 5, "back early, a/2 keeps its place");
+        at(on(&a, "a/6").turn(), 5, "back early, a/6 keeps its place");
         at(
-            back_at_its_place("a/2"),
+            back_at_its_place("a/6"),
             3,
             "back at its place, ahead of the line",
         );
         at(
-            back_at_its_place("a/0"),
+            back_at_its_place("a/4"),
             4,
             "the next one back comes after it",
         );
@@ -1018,7 +1056,7 @@ mod tests {
         );
         drop((_one, _two, _three));
         on(&b, "b/0").finished();
-        assert_eq!(on(&a, "a/1").turn(), None, "the backlog is gone");
+        assert_eq!(on(&a, "a/7").turn(), None, "the backlog is gone");
         let unlimited = limited(0.0).queued("a").working_on("a/0");
         assert_eq!(unlimited.turn(), None, "no limiter");
     }

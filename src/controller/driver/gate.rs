@@ -71,6 +71,8 @@ pub struct Gate<'a, K: Managed> {
     promotion: std::sync::Mutex<Option<Decision>>,
     /// A client was handed out: the reconcile has started its calls.
     started: std::sync::atomic::AtomicBool,
+    /// The Connection's line told this reconcile to start ([`Gate::take_turn`]).
+    told: std::sync::atomic::AtomicBool,
 }
 
 impl<'a, K: Managed> Gate<'a, K> {
@@ -82,6 +84,7 @@ impl<'a, K: Managed> Gate<'a, K> {
             resolved: tokio::sync::OnceCell::new(),
             promotion: Default::default(),
             started: Default::default(),
+            told: Default::default(),
         }
     }
 
@@ -119,7 +122,10 @@ impl<'a, K: Managed> Gate<'a, K> {
                 connection: format!("Connection {}", resolved.scope.connection),
                 look_again_in,
             }),
-            None => Ok(()),
+            None => {
+                self.told.store(true, SeqCst);
+                Ok(())
+            }
         }
     }
 
@@ -415,7 +421,7 @@ impl<K: Managed> Drop for Gate<'_, K> {
     /// A reconcile told to start at its Connection ([`Gate::take_turn`]) that ended before its
     /// first request no longer counts in the Connection's line.
     fn drop(&mut self) {
-        if let Some(resolved) = self.resolved.get() {
+        if let Some(resolved) = self.resolved.get().filter(|_| *self.told.get_mut()) {
             resolved.client.finished();
         }
     }
