@@ -37,10 +37,10 @@ unit:
 	$(CARGO) test --lib --bins
 
 ## integration: the tests under tests/it, one binary (they start the control plane themselves when
-## it is not running). Six at a time: they mostly wait on the apiserver and the operator, each in
-## namespaces of its own (on 2 cores the default would be 2; four took about 553 s, six 417 s
-## with builds beside it; docs/src/development/tests.md).
-TEST_THREADS ?= 6
+## it is not running). Ten at a time: they mostly wait on the apiserver and the operator, each in
+## namespaces of its own (on 2 cores the default would be 2; six took about 390 s, ten 265 to
+## 283 s; docs/src/development/tests.md).
+TEST_THREADS ?= 10
 integration: cluster
 	$(CARGO) test --tests -- --test-threads=$(TEST_THREADS)
 

@@ -76,7 +76,7 @@ async fn shows_the_change_not(value: &str, args: Vec<String>, what: &str) {
 #[tokio::test]
 async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_index_shift() {
     const VALUE: &str = "AKIAPLANLEAK00000001";
-    let h = Harness::start_with("atk-index-shift", Duration::from_secs(600)).await;
+    let mut h = Harness::start_with("atk-index-shift", Duration::from_secs(600)).await;
     h.env
         .create_from::<Secret>(json!({"metadata": {"name": "aws"}, "stringData": {"id": VALUE}}))
         .await;
@@ -143,7 +143,9 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
     shows_the_change_not(VALUE, args, "aigw history --diff").await;
 
     // A console edit swaps the targets: the remote holds the value at index 0, the live
-    // resource names index 1. `aigw export` writes no file holding it, and says why.
+    // resource names index 1. `aigw export` writes no file holding it, and says why. The
+    // operator stops first: a reconcile still under way would put the document back.
+    h.stop_operator().await;
     h.put(
         &format!("/ai_gw/v2/configs/{slug}"),
         json!({"config": {"strategy": {"mode": "fallback"}, "targets": [
