@@ -707,4 +707,5 @@ async fn a_namespace_editor_writes_specs_but_never_status() {
         let (api, _) = chart::dynamic_api(&env.client, &role).await;
         let _ = api.delete(&role.name_any(), &DeleteParams::default()).await;
     }
+    env.cleanup().await;
 }

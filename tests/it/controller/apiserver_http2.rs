@@ -85,10 +85,7 @@ async fn watches_and_requests(protocol: Protocol, expected: Version) {
             .len(),
         3
     );
-    namespaces
-        .delete(&namespace, &Default::default())
-        .await
-        .expect("delete the namespace");
+    support::drop_namespace(&client, &namespace).await;
     let versions = versions.lock().unwrap().clone();
     assert!(versions.len() >= 9, "answers seen: {versions:?}");
     assert!(

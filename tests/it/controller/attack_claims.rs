@@ -300,6 +300,7 @@ async fn a_crashed_shards_member_lease_holds_a_leader_without_shards_back_for_on
     println!("led {:.1} s after it started", after.as_secs_f64());
     assert!(after >= Duration::from_secs(15), "led after {after:?}");
     drop(plain);
+    env.cleanup().await;
 }
 
 /// An object from before claims existed (the shared `aigw.io/finalizer`, no annotation, no

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use aigw::resources::Config;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::objects::Conditions;
@@ -195,9 +194,7 @@ impl Field {
 
     async fn cleanup(self) {
         for namespace in &self.namespaces[1..] {
-            let _ = Api::<Namespace>::all(self.env.client.clone())
-                .delete(namespace, &DeleteParams::default())
-                .await;
+            support::drop_namespace(&self.env.client, namespace).await;
         }
         self.env.cleanup().await;
         let _ = self.emu.shutdown().await;

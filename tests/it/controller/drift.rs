@@ -143,6 +143,7 @@ async fn drift_is_found_by_listing_and_only_changed_objects_are_read() {
         h.stats().await
     );
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 0);
+    h.stop().await;
 }
 
 /// Policies are found by their (paged) list the same way; the correction of a remote edit
@@ -164,6 +165,7 @@ async fn untouched_policies_are_listed_not_read() {
         h.stats().await
     );
     assert_eq!(writes(&h).await, 0, "{}", h.stats().await);
+    h.stop().await;
 }
 
 /// An operator watching two namespaces (`--namespace a --namespace b`) runs one drift pass per

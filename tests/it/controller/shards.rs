@@ -10,8 +10,7 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use aigw::resources::Config;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use support::objects::Conditions;
 use support::writes::assert_no_overlap;
@@ -225,9 +224,7 @@ async fn shards_split_the_objects_and_hand_them_over_without_overlap() {
 
     drop((b, c, d));
     for namespace in &namespaces[1..] {
-        let _ = Api::<Namespace>::all(env.client.clone())
-            .delete(namespace, &DeleteParams::default())
-            .await;
+        support::drop_namespace(&env.client, namespace).await;
     }
     env.cleanup().await;
     let _ = emu.shutdown().await;

@@ -7,7 +7,7 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::McpIntegration;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, ListParams};
 use serde_json::json;
 use support::endpoints::{MCP_INTEGRATION_POST, MCP_INTEGRATION_PUT};
 use support::objects::Conditions;
@@ -156,9 +156,7 @@ async fn cluster_scoped_objects_split_by_uid_and_a_dry_run_beside_the_shards_tak
     drop((b, dry));
     support::force_delete_all(&api, &ListParams::default().labels(&selector)).await;
     for namespace in &namespaces[1..] {
-        let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
-            .delete(namespace, &DeleteParams::default())
-            .await;
+        support::drop_namespace(&env.client, namespace).await;
     }
     env.cleanup().await;
     let _ = emu.shutdown().await;

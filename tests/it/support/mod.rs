@@ -753,13 +753,6 @@ impl TestEnv {
         }
     }
 
-    async fn purge<K>(&self)
-    where
-        K: NamespacedKind,
-    {
-        force_delete_all(&self.api::<K>(), &ListParams::default()).await;
-    }
-
     /// Every event in the namespace, one per line (for failure dumps and secret-leak checks).
     pub async fn events_text(&self) -> String {
         let events = self
@@ -771,29 +764,31 @@ impl TestEnv {
         events.iter().map(event_line).collect::<Vec<_>>().join("\n")
     }
 
-    /// Deletes the test's aigw objects (dropping finalizers the stopped operator can no longer
-    /// run) and the namespace. There is no namespace controller in the local control plane, so
-    /// the namespace is finalized directly.
+    /// Deletes the test's namespace with its aigw objects ([`drop_namespace`]).
     pub async fn cleanup(self) {
-        self.purge::<aigw::resources::Config>().await;
-        self.purge::<aigw::resources::Deployment>().await;
-        self.purge::<aigw::resources::RateLimitsPolicy>().await;
-        self.purge::<aigw::resources::Provider>().await;
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let _ = namespaces
-            .delete(&self.namespace, &Default::default())
-            .await;
-        let finalize = serde_json::json!({
-            "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": self.namespace}, "spec": {"finalizers": []}
-        });
-        let _ = namespaces
-            .replace_subresource(
-                "finalize",
-                &self.namespace,
-                &PostParams::default(),
-                &finalize,
-            )
-            .await;
+        drop_namespace(&self.client, &self.namespace).await;
     }
+}
+
+/// Deletes namespace `name` as the namespace controller the local control plane lacks would:
+/// the aigw objects of every kind in it first (their finalizers dropped: the operator that
+/// would run them is stopped), then the namespace, finalized directly. Without it the objects
+/// stay in etcd, and in the lists of every later cluster-wide operator.
+pub async fn drop_namespace(client: &Client, name: &str) {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    for kind in aigw::registry::KINDS.iter().filter(|k| k.namespaced) {
+        let gvk = GroupVersionKind::gvk(aigw::registry::GROUP, "v1alpha1", kind.kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, kind.plural);
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), name, &resource);
+        force_delete_all(&api, &ListParams::default()).await;
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(name, &Default::default()).await;
+    let finalize = serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name}, "spec": {"finalizers": []}
+    });
+    let _ = namespaces
+        .replace_subresource("finalize", name, &PostParams::default(), &finalize)
+        .await;
 }
