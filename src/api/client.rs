@@ -970,32 +970,23 @@ mod tests {
             let (got, want) = (got.unwrap(), second * seconds);
             assert!(got <= want && got + second / 2 > want, "{what}: {got:?}");
         };
+        let starts = |client: &Client, key: &str, what: &str| {
+            assert_eq!(on(client, key).turn(), None, "{what}");
+        };
         assert_eq!(base.turn(), None, "no work named");
-        assert_eq!(on(&a, "a/0").turn(), None, "the first passes on the burst");
-        assert_eq!(
-            on(&a, "a/1").turn(),
-            None,
-            "so does the second, nobody waiting"
-        );
-        assert_eq!(
-            on(&a, "a/2").turn(),
-            None,
-            "one beyond the burst is a second"
-        );
-        assert_eq!(
-            on(&a, "a/2").turn(),
-            None,
-            "asking again, a/2 is not counted twice"
-        );
+        starts(&a, "a/0", "the first passes on the burst");
+        starts(&a, "a/1", "so does the second, nobody waiting");
+        starts(&a, "a/2", "one beyond the burst is a second");
+        starts(&a, "a/2", "asking again, a/2 is not counted twice");
         at(
             on(&a, "a/3").turn(),
             2,
             "four told to start at once are a backlog, though none has sent a request",
         );
-        assert_eq!(
-            on(&b, "b/0").turn(),
-            None,
-            "another queue's work told to start does not make b's queue busy"
+        starts(
+            &b,
+            "b/0",
+            "another queue's work told to start does not make b's queue busy",
         );
         on(&b, "b/0").finished();
         on(&a, "a/1").finished();
@@ -1044,11 +1035,7 @@ mod tests {
             4,
             "the next one back comes after it",
         );
-        assert_eq!(
-            on(&b, "b/0").turn(),
-            None,
-            "b has no request waiting: it starts"
-        );
+        starts(&b, "b/0", "b has no request waiting: it starts");
         at(
             on(&b, "b/1").turn(),
             4,
@@ -1056,7 +1043,7 @@ mod tests {
         );
         drop((_one, _two, _three));
         on(&b, "b/0").finished();
-        assert_eq!(on(&a, "a/7").turn(), None, "the backlog is gone");
+        starts(&a, "a/7", "the backlog is gone");
         let unlimited = limited(0.0).queued("a").working_on("a/0");
         assert_eq!(unlimited.turn(), None, "no limiter");
     }
