@@ -240,9 +240,9 @@ impl Client {
 
     /// When the requests already waiting for this client's rate limiter fill more than
     /// [`LINE_LIMIT`] of it and some are of this client's queue ([`Client::queued`]): how long
-    /// the work ([`Client::working_on`]) about to start should wait before it starts, so that it does
-    /// not hold a worker while it waits for the limiter (a reconcile holds one of its kind's
-    /// `--concurrency` slots, which other objects need). Each queue has a line of its own: new
+    /// the work ([`Client::working_on`]) about to start should wait before it starts, so that
+    /// it does not hold a worker while it waits for the limiter (a reconcile holds one of its
+    /// kind's `--concurrency` slots, which other objects need). Each queue has a line of its own: new
     /// work is given the next place in its queue's line, one request's time after the one
     /// before, so that those sent away come back one at a time; work that comes back early
     /// keeps its place, and work that comes back at its place and finds the backlog still there

@@ -5,17 +5,12 @@ use crate::support;
 
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use support::TestEnv;
 
 fn dynamic_api(env: &TestEnv, kind: &str, plural: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("aigw.io", "v1alpha1", kind);
-    Api::namespaced_with(
-        env.client.clone(),
-        &env.namespace,
-        &ApiResource::from_gvk_with_plural(&gvk, plural),
-    )
+    let resource = support::aigw_resource(kind, plural);
+    Api::namespaced_with(env.client.clone(), &env.namespace, &resource)
 }
 
 const CONFIGS: (&str, &str) = ("Config", "configs");
@@ -138,8 +133,7 @@ async fn invalid_manifests_are_rejected_naming_the_field() {
 
     // The apiserver checks an integer against a fractional minimum truncated: `qps: 0` passed
     // `minimum: 0.1` (and the client took it for no limit).
-    let gvk = GroupVersionKind::gvk("aigw.io", "v1alpha1", "Connection");
-    let resource = ApiResource::from_gvk_with_plural(&gvk, "connections");
+    let resource = support::aigw_resource("Connection", "connections");
     let connections = Api::<DynamicObject>::all_with(env.client.clone(), &resource);
     let secret = json!({"name": "t", "key": "token", "namespace": env.namespace});
     let spec = json!({"managementUrl": "https://api.example", "qps": 0,
@@ -310,10 +304,7 @@ async fn integration_provider_and_api_key_identities_are_immutable() {
     let workspace = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
     let integrations: Api<DynamicObject> = Api::all_with(
         env.client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("aigw.io", "v1alpha1", "Integration"),
-            "integrations",
-        ),
+        &support::aigw_resource("Integration", "integrations"),
     );
     let integration = format!("{}-openai", env.namespace);
     let spec = json!({"slug": integration, "name": "OpenAI", "aiProviderId": "openai",

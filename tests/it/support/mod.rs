@@ -770,16 +770,21 @@ impl TestEnv {
     }
 }
 
+/// The API resource of aigw's kind `kind`, whose resource name is `plural`.
+pub fn aigw_resource(kind: &str, plural: &str) -> kube::core::ApiResource {
+    let gvk = kube::core::GroupVersionKind::gvk(aigw::registry::GROUP, "v1alpha1", kind);
+    kube::core::ApiResource::from_gvk_with_plural(&gvk, plural)
+}
+
 /// Deletes namespace `name` as the namespace controller the local control plane lacks would:
 /// the aigw objects of every kind in it first (their finalizers dropped: the operator that
 /// would run them is stopped), then the namespace, finalized directly. Without it the objects
 /// stay in etcd, and in the lists of every later cluster-wide operator.
 pub async fn drop_namespace(client: &Client, name: &str) {
-    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
     for kind in aigw::registry::KINDS.iter().filter(|k| k.namespaced) {
-        let gvk = GroupVersionKind::gvk(aigw::registry::GROUP, "v1alpha1", kind.kind);
-        let resource = ApiResource::from_gvk_with_plural(&gvk, kind.plural);
-        let api = Api::<DynamicObject>::namespaced_with(client.clone(), name, &resource);
+        let resource = aigw_resource(kind.kind, kind.plural);
+        let api =
+            Api::<kube::core::DynamicObject>::namespaced_with(client.clone(), name, &resource);
         force_delete_all(&api, &ListParams::default()).await;
     }
     let namespaces: Api<Namespace> = Api::all(client.clone());

@@ -191,13 +191,7 @@ pub trait Fixture {
 
 /// The kind's API resource.
 pub fn resource<F: Fixture>() -> ApiResource {
-    ApiResource {
-        group: "aigw.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "aigw.io/v1alpha1".into(),
-        kind: F::META.kind.into(),
-        plural: F::META.plural.into(),
-    }
+    support::aigw_resource(F::META.kind, F::META.plural)
 }
 
 /// One kind's objects on the apiserver, and its remote objects in the emulator.
