@@ -160,6 +160,14 @@ pub fn describe(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     crd
 }
 
+/// CEL: the values `value` holds (a map's values, a list's items) as a list. Written with the
+/// one-variable `map` macro: the two-variable comprehensions (`all(k, v, …)`, `transformList`)
+/// compile in a ValidatingAdmissionPolicy only from Kubernetes 1.33 (new expressions compile at
+/// the version before the apiserver's), and the chart supports 1.30.
+fn children(value: &str, levels: usize) -> String {
+    format!("(type({value}) == map ? {value}.map(k{levels}, {value}[k{levels}]) : {value})")
+}
+
 /// CEL: true when `value` nests at most `levels` levels of objects and arrays. Each level
 /// names its own variable, so the expression grows linearly with `levels`.
 fn depth_rule(value: &str, levels: usize) -> String {
@@ -169,7 +177,8 @@ fn depth_rule(value: &str, levels: usize) -> String {
     }
     let child = format!("v{levels}");
     format!(
-        "{scalar} || {value}.all(k{levels}, {child}, {})",
+        "{scalar} || {}.all({child}, {})",
+        children(value, levels),
         depth_rule(&child, levels - 1)
     )
 }
@@ -182,7 +191,8 @@ fn count_expression(value: &str, levels: usize) -> String {
     }
     let child = format!("v{levels}");
     format!(
-        "(type({value}) != map && type({value}) != list ? 1 : 1 + {value}.transformList(k{levels}, {child}, {}).sum())",
+        "(type({value}) != map && type({value}) != list ? 1 : 1 + {}.map({child}, {}).sum())",
+        children(value, levels),
         count_expression(&child, levels - 1)
     )
 }
@@ -409,8 +419,28 @@ mod tests {
         let rule = depth_rule("object.spec.config", MAX_DEPTH);
         assert!(rule.len() < 6_000, "{}", rule.len());
         assert!(
-            rule.contains("v2.all(k1, v1, type(v1) != map && type(v1) != list)"),
+            rule.contains(
+                "(type(v2) == map ? v2.map(k1, v2[k1]) : v2).all(v1, type(v1) != map && type(v1) != list)"
+            ),
             "{rule}"
         );
+    }
+
+    /// The policies compile where the chart installs (Kubernetes 1.30): no two-variable
+    /// comprehension (`all(k, v, …)`, `transformList`, …: 1.33 for a new expression).
+    #[test]
+    fn the_policies_use_no_cel_newer_than_kubernetes_1_30() {
+        let text = crate::resources::admission_policies_yaml().unwrap();
+        let two_variables = regex::Regex::new(
+            r"\.(all|exists|exists_one|map|filter)\(\s*\w+\s*,\s*\w+\s*,\s*\w+\s*,",
+        )
+        .unwrap();
+        for (line, expression) in text.lines().enumerate() {
+            for newer in ["transformList", "transformMap", "transformMapEntry"] {
+                assert!(!expression.contains(newer), "line {}: {newer}", line + 1);
+            }
+            let found = two_variables.find(expression).map(|m| m.as_str());
+            assert_eq!(found, None, "line {}", line + 1);
+        }
     }
 }

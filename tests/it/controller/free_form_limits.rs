@@ -131,6 +131,58 @@ async fn free_form_fields_nested_150_levels_are_refused_at_admission_naming_the_
     env.cleanup().await;
 }
 
+/// A Config whose `spec.config` holds `values` values in all (itself included): `metadata`, a
+/// map of maps of 100 numbers each, and one list of numbers for the rest.
+fn config_of_values(name: &str, namespace: &str, values: usize) -> String {
+    // spec.config, metadata and the list count 3; each inner map counts 1 + its numbers.
+    let mut left = values - 3;
+    let mut metadata = serde_json::Map::new();
+    while left > 101 + 1 {
+        let inner: serde_json::Map<String, Value> =
+            (0..100).map(|i| (format!("n{i}"), json!(i))).collect();
+        metadata.insert(format!("m{}", metadata.len()), Value::Object(inner));
+        left -= 101;
+    }
+    let list: Vec<Value> = (0..left).map(|i| json!(i)).collect();
+    metadata.insert("list".into(), Value::Array(list));
+    let manifest = json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"name": name, "config": {"metadata": metadata}},
+    });
+    let config = &manifest["spec"]["config"];
+    assert_eq!(aigw::resources::free_form::measure(config).1, values);
+    manifest.to_string()
+}
+
+/// The value bound is enforced by the admission policy itself (within the apiserver's CEL cost
+/// budget): a Config of exactly 25,000 values, maps and lists, is taken; one more is refused
+/// naming the field.
+#[tokio::test]
+async fn a_free_form_field_of_25000_values_is_taken_and_one_more_is_refused() {
+    let _one_at_a_time = POLICIES.lock().await;
+    let env = support::TestEnv::new("ff-count").await;
+    let ns = &env.namespace;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let at_bound = config_of_values("bound", ns, 25_000);
+    post_raw(&env.client, "configs", ns, at_bound, &dry_run)
+        .await
+        .expect("a spec.config of 25,000 values is within the bounds");
+    let over = config_of_values("over", ns, 25_001);
+    let error = post_raw(&env.client, "configs", ns, over, &dry_run)
+        .await
+        .expect_err("a spec.config of 25,001 values was accepted");
+    let message = refusal(error);
+    assert!(
+        message.contains("spec.config: more than 25000 values"),
+        "{message}"
+    );
+    env.cleanup().await;
+}
+
 /// Lets `body` (a Config) past admission, as an object stored before the bounds existed: the
 /// binding of the Config policy is removed until the apiserver takes the object, then put back.
 async fn create_around_admission(client: &kube::Client, namespace: &str, body: String) {
