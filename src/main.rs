@@ -69,7 +69,18 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    // A usage error exits 1, not clap's 2: `aigw plan` exits 2 for "changes", and a typo in a
+    // flag must not read as a plan. Help and version exit 0.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(usage) => {
+            let _ = usage.print();
+            return match usage.use_stderr() {
+                true => std::process::ExitCode::FAILURE,
+                false => std::process::ExitCode::SUCCESS,
+            };
+        }
+    };
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {

@@ -69,6 +69,16 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, GitopsError> {
             parse_into(&mut loaded, &file.display().to_string(), &text, is_json);
         }
     }
+    if loaded.documents.is_empty() && loaded.failures.is_empty() {
+        let named: Vec<String> = paths
+            .iter()
+            .map(|p| match p == Path::new("-") {
+                true => "standard input".to_string(),
+                false => p.display().to_string(),
+            })
+            .collect();
+        return Err(GitopsError::Empty(named.join(", ")));
+    }
     Ok(loaded)
 }
 
@@ -91,8 +101,13 @@ fn files_under(path: &Path) -> Result<Vec<PathBuf>, GitopsError> {
     entries.sort();
     let mut files = Vec::new();
     for entry in entries {
+        // A link to a directory is not followed (as `kubectl apply -R` walks): a link to `.` or
+        // `..` would read the same files again, or forever.
+        let link = std::fs::symlink_metadata(&entry).is_ok_and(|m| m.file_type().is_symlink());
         if entry.is_dir() {
-            files.extend(files_under(&entry)?);
+            if !link {
+                files.extend(files_under(&entry)?);
+            }
         } else if entry
             .extension()
             .and_then(|e| e.to_str())

@@ -41,6 +41,11 @@ pub enum GitopsError {
     #[error("failed to read manifests from stdin: {0}")]
     Stdin(std::io::Error),
 
+    /// No document at all, as `kubectl apply` refuses one: an empty standard input (a
+    /// `kustomize build | aigw plan -f -` whose build failed) is no clean set.
+    #[error("no objects passed: {0} held no YAML or JSON document")]
+    Empty(String),
+
     #[error("failed to write {path}: {error}")]
     Write {
         path: PathBuf,

@@ -121,6 +121,54 @@ fn validate_reads_stdin() {
     );
 }
 
+/// What CI reads must not pass by accident: an empty input (a `kustomize build | aigw … -f -`
+/// whose build failed) is an error, and so is a mistake on the command line, with exit 1, never
+/// `plan`'s 2 ("changes"); help exits 0.
+#[test]
+fn no_document_and_a_usage_mistake_exit_1() {
+    for command in ["validate", "plan"] {
+        let out = aigw_stdin(&[command, "-f", "-"], "# only a comment\n---\n");
+        let report = exited(&out, 1);
+        assert_in(
+            &report,
+            "error: no objects passed: standard input held no YAML or JSON document",
+        );
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let out = aigw(&["validate", "-f", empty.path().to_str().unwrap()]);
+    assert_in(&exited(&out, 1), "no objects passed");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("set.yaml"), GOOD).unwrap();
+    let set = dir.path().join("set.yaml");
+    let set = set.to_str().unwrap();
+    for mistake in [
+        vec!["plan", "--bogus", "-f", set],
+        vec!["plan"],
+        vec!["plan", "-f", set, "-o", "yaml"],
+        vec!["validate", "-f", set, "--min-rotation-interval", "soon"],
+    ] {
+        let out = aigw(&mistake);
+        assert_in(&exited(&out, 1), "error:");
+    }
+    exited(&aigw(&["plan", "--help"]), 0);
+    exited(&aigw(&["--version"]), 0);
+}
+
+/// A directory's links to directories are not followed: a link to `.` or `..` would read the
+/// same manifests again (reported as duplicates) or never end.
+#[test]
+fn validate_follows_no_link_to_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("set");
+    std::fs::create_dir(&set).unwrap();
+    std::fs::write(set.join("set.yaml"), GOOD).unwrap();
+    std::os::unix::fs::symlink(".", set.join("self")).unwrap();
+    std::os::unix::fs::symlink("..", set.join("up")).unwrap();
+    let out = aigw(&["validate", "-f", set.to_str().unwrap()]);
+    let report = exited(&out, 0);
+    assert_in(&report, "checked 2 aigw resources");
+}
+
 #[test]
 fn validate_names_file_document_resource_and_field_of_each_problem() {
     let dir = tempfile::tempdir().unwrap();
