@@ -30,7 +30,7 @@ use crate::resources::common::condition::READY;
 use crate::resources::common::find_condition;
 use crate::resources::config_rollout::{
     self as rollout, AnalysisRecord, CohortRecord, ConfigRollout, ConfigRolloutStatus, Decision,
-    DecisionRecord, MAX_DECISIONS, Phase,
+    DecisionRecord, MAX_DECISIONS, Phase, RolloutStep,
 };
 use crate::resources::rollout_plan::{self, Verdict};
 use crate::resources::{Config, common::FINALIZER};
@@ -424,8 +424,17 @@ impl Run<'_> {
             status.stable_config_id = Some(stable_slug);
             status.candidate_config_id = Some(candidate_slug.clone());
         }
+        if let Some(at) = replanned(&spec.steps, status) {
+            // `spec.steps` changed under way and no longer has the step the keys are at (or it
+            // is smaller than their share): go on from the first step that covers the keys
+            // already moved, paused and judged anew. Never further: no key moves unjudged.
+            status.current_step = Some(at as u32);
+            status.weight = Some(spec.steps[at].weight);
+            status.step_started_at = None;
+            self.save(status).await?;
+        }
         let step = status.current_step.unwrap_or(0) as usize;
-        let weight = spec.steps[step.min(spec.steps.len() - 1)].weight;
+        let weight = spec.steps[step].weight;
         let eligible = names(&keys.eligible);
         // A key it moved (or that names it) and is no longer selected goes back first: it is
         // neither left on the candidate nor counted in a cohort. It stays in movedKeys until
@@ -945,5 +954,60 @@ fn pausing(step: usize, weight: u32, left: Duration) -> Outcome {
             "step {step} ({weight}%): every key is on the candidate; analysis in {}",
             humantime::format_duration(Duration::from_secs(left.as_secs()))
         ),
+    }
+}
+
+/// The step a rollout under way goes on from when `steps` no longer has its current step, or
+/// that step's weight is below the share of keys already moved (`status.weight`): the first
+/// step whose weight covers that share (the last step's weight is 100). `None`: the current
+/// step stands.
+fn replanned(steps: &[RolloutStep], status: &ConfigRolloutStatus) -> Option<usize> {
+    let at = status.current_step? as usize;
+    let moved = status.weight.unwrap_or(0);
+    if steps.get(at).is_some_and(|step| step.weight >= moved) {
+        return None;
+    }
+    let covering = steps.iter().position(|step| step.weight >= moved);
+    Some(covering.unwrap_or(steps.len().saturating_sub(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steps(weights: &[u32]) -> Vec<RolloutStep> {
+        let steps: Vec<serde_json::Value> = weights
+            .iter()
+            .map(|w| serde_json::json!({"weight": w, "pause": "1m"}))
+            .collect();
+        serde_json::from_value(serde_json::Value::from(steps)).unwrap()
+    }
+
+    fn at(step: u32, weight: u32) -> ConfigRolloutStatus {
+        ConfigRolloutStatus {
+            current_step: Some(step),
+            weight: Some(weight),
+            ..Default::default()
+        }
+    }
+
+    /// A steps edit under way never moves keys past a judged step: the rollout goes on from
+    /// the first step that covers the share already moved.
+    #[test]
+    fn a_steps_edit_under_way_goes_on_from_the_step_covering_the_moved_keys() {
+        let not_started = ConfigRolloutStatus::default();
+        assert_eq!(replanned(&steps(&[50, 100]), &not_started), None);
+        assert_eq!(replanned(&steps(&[10, 25, 50, 100]), &at(2, 50)), None);
+        assert_eq!(
+            replanned(&steps(&[10, 25, 75, 100]), &at(2, 50)),
+            None,
+            "a larger step at the same place grows the cohort and is judged"
+        );
+        // Shortened: at step 2 (50 %) of [10, 25, 50, 100], now [50, 100].
+        assert_eq!(replanned(&steps(&[50, 100]), &at(2, 50)), Some(0));
+        assert_eq!(replanned(&steps(&[40, 100]), &at(2, 50)), Some(1));
+        // The step at the same place is now below the share moved.
+        assert_eq!(replanned(&steps(&[10, 20, 30, 100]), &at(2, 50)), Some(3));
+        assert_eq!(replanned(&steps(&[100]), &at(3, 100)), Some(0));
     }
 }

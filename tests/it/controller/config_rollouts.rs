@@ -220,6 +220,14 @@ fn completed_in_three_steps(
     (done_status, decisions)
 }
 
+/// Faults under which the candidate is the healthier: the stable provider fails 1 % of requests.
+async fn healthy_candidate(h: &Harness) {
+    h.faults(json!({"gateway_seed": 3, "providers": {
+        "stable-openai": {"error_rate": 0.01, "status": 502, "latency_ms": 2},
+        "candidate-openai": {"latency_ms": 2}}}))
+        .await;
+}
+
 /// Creates the rollout `checkout` (two steps of 1 s, `analysis.maxWait` of `max_wait`); the
 /// message of its `Reconciling` condition once that says `reason`.
 async fn waiting_past(h: &Harness, max_wait: &str, reason: &str) -> String {
@@ -305,10 +313,7 @@ async fn config_writes(h: &Harness, id: &str) -> Vec<Value> {
 #[tokio::test]
 async fn a_healthy_candidate_completes_every_step() {
     let (h, keys) = with_keys("rollout-ok").await;
-    h.faults(json!({"gateway_seed": 3, "providers": {
-        "stable-openai": {"error_rate": 0.01, "status": 502, "latency_ms": 2},
-        "candidate-openai": {"latency_ms": 2}}}))
-        .await;
+    healthy_candidate(&h).await;
     let traffic = Traffic::start(&h).await;
     create_rollout(&h, "checkout", three_steps()).await;
 
@@ -642,6 +647,68 @@ async fn a_restarted_operator_resumes_without_moving_a_key_twice() {
             "{name}: one create on the stable config, one move"
         );
     }
+    h.stop().await;
+}
+
+/// `spec.steps` shortened under way (paused at 75 % of [25, 50, 75, 100], now [75, 100]): the
+/// rollout goes on from the step covering the keys already moved, judged anew; no key moves
+/// unjudged and it completes (before: every key moved to the candidate, then Stalled on "no
+/// step 2").
+#[tokio::test]
+async fn steps_shortened_under_way_go_on_from_the_step_covering_the_moved_keys() {
+    let (h, keys) = with_keys("rollout-replan").await;
+    healthy_candidate(&h).await;
+    let traffic = Traffic::start(&h).await;
+    let four = steps(&[(25, "1s"), (50, "1s"), (75, "1h"), (100, "1s")]);
+    create_rollout(&h, "checkout", four).await;
+    let paused = h
+        .wait_for::<ConfigRollout>("checkout", Duration::from_secs(90), |r| {
+            status(r).current_step == Some(2) && status(r).step_started_at.is_some()
+        })
+        .await;
+    assert_eq!(
+        status(&paused).moved_keys.len(),
+        3,
+        "{:#?}",
+        status(&paused)
+    );
+
+    let edit = json!({"spec": {"steps": steps(&[(75, "1s"), (100, "1s")])}});
+    h.env
+        .api::<ConfigRollout>()
+        .patch("checkout", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .unwrap();
+    let replanned = rollout(&h, "checkout", |r| status(r).current_step != Some(2)).await;
+    let replanned = status(&replanned);
+    assert_eq!(
+        (replanned.current_step, replanned.weight),
+        (Some(0), Some(75)),
+        "{replanned:#?}"
+    );
+    assert_eq!(replanned.moved_keys.len(), 3, "no key moved with the edit");
+
+    let done = h
+        .wait_for::<ConfigRollout>("checkout", Duration::from_secs(90), |r| {
+            status(r).phase != Phase::Progressing
+        })
+        .await;
+    traffic.stop().await;
+    let done = status(&done);
+    assert_eq!(done.phase, Phase::Completed, "{done:#?}");
+    let decisions: Vec<Decision> = done.decisions.iter().map(|d| d.decision).collect();
+    assert_eq!(
+        decisions,
+        [
+            Decision::Proceed,
+            Decision::Proceed,
+            Decision::Proceed,
+            Decision::Complete
+        ],
+        "the 75 % step of the new plan was judged before every key moved"
+    );
+    let candidate = slug(&h, "candidate").await;
+    assert_eq!(remote_configs(&h, &keys).await, vec![candidate; 4]);
     h.stop().await;
 }
 
