@@ -220,14 +220,21 @@ where
     K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
     for record in live_records::<K>(kube, what).await? {
-        if record.current.is_empty() {
+        // `refs`, not only the current spec's: while a newer spec waits (a promotion gate, a
+        // pause, a stall) the remote still holds the values the version applied last took from
+        // Secrets, at paths only `status.history` names.
+        if record.refs.is_empty() {
             continue;
         }
         let mut masking = Masking::default();
         record.mask(&mut masking, Some(kube), "").await;
+        // Merged, not replaced: a Guardrail and a Config (or two Connections' objects) may
+        // record the same slug.
         for key in &record.recorded {
-            live.masking.insert(key.clone(), masking.clone());
-            live.refs.insert(key.clone(), record.current.clone());
+            let hidden = live.masking.entry(key.clone()).or_default();
+            hidden.absorb(masking.clone());
+            let refs = live.refs.entry(key.clone()).or_default();
+            refs.extend(record.current.iter().cloned());
         }
     }
     Ok(())

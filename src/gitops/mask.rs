@@ -114,6 +114,17 @@ pub struct Masking {
     moved: Vec<String>,
 }
 
+impl Masking {
+    /// Hides what `other` hides too (two live resources recording one remote key).
+    pub fn absorb(&mut self, other: Masking) {
+        self.pointers.extend(other.pointers);
+        self.keys.extend(other.keys);
+        self.lists.extend(other.lists);
+        self.values.extend(other.values);
+        self.moved.extend(other.moved);
+    }
+}
+
 impl std::fmt::Debug for Masking {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Masking")

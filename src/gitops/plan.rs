@@ -1415,18 +1415,24 @@ pub(super) fn field_changes_masked(
 }
 
 /// One change per field of `fields`, from what `read` says the remote object holds to the
-/// spec's value in `desired`: plain values (no Secret, no document), shown as they are.
+/// spec's value in `desired`: plain values (no Secret, no document), shown as they are but for
+/// credentials a string may carry: a URL's userinfo (`https://(hidden)@host`) and the value
+/// after a secret-looking key (`?api_key=…`). An adopted object's `url` is another team's.
 pub(super) fn plain_changes(
     fields: Vec<&str>,
     desired: &Value,
     read: impl Fn(&str) -> Value,
 ) -> Vec<FieldChange> {
+    let shown = |value: &Value| match crate::api::secret_fields::userinfo_hidden(value) {
+        Value::String(text) => Value::String(crate::api::secret_fields::redact_text(&text)),
+        other => other,
+    };
     fields
         .into_iter()
         .map(|field| FieldChange {
             field: field.into(),
-            from: read(field),
-            to: desired[field].clone(),
+            from: shown(&read(field)),
+            to: shown(&desired[field]),
             diff: Vec::new(),
         })
         .collect()
@@ -1485,6 +1491,28 @@ fn whole_numbers(value: Value) -> Value {
 
 #[cfg(test)]
 mod tests {
+    /// A plain field's value (an MCP integration's `url`) never shows a credential it carries,
+    /// on either side.
+    #[test]
+    fn plain_changes_hide_a_urls_credentials() {
+        let desired = serde_json::json!({"url": "https://mcp.example.com/mcp", "name": "n"});
+        let remote = |field: &str| match field {
+            "url" => serde_json::json!("https://svc:T0KEN@mcp.internal/mcp?api_key=sk-live-1"),
+            _ => serde_json::json!("n"),
+        };
+        let changes = super::plain_changes(vec!["url"], &desired, remote);
+        let shown = serde_json::to_string(&changes).unwrap();
+        assert!(
+            !shown.contains("T0KEN") && !shown.contains("sk-live-1"),
+            "{shown}"
+        );
+        assert!(shown.contains("(hidden)@mcp.internal"), "{shown}");
+        let mine = serde_json::json!({"url": "https://me:P4SS@mcp.example.com/mcp"});
+        let changes = super::plain_changes(vec!["url"], &mine, remote);
+        let shown = serde_json::to_string(&changes).unwrap();
+        assert!(!shown.contains("P4SS"), "{shown}");
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -69,6 +69,38 @@ async fn shows_the_change_not(value: &str, args: Vec<String>, what: &str) {
     );
 }
 
+/// A harness (drift pass every 10 minutes) whose namespace holds the Secret `name` of `data`.
+async fn with_secret(prefix: &str, name: &str, data: Value) -> Harness {
+    let h = Harness::start_with(prefix, Duration::from_secs(600)).await;
+    let secret = json!({"metadata": {"name": name}, "stringData": data});
+    h.env.create_from::<Secret>(secret).await;
+    h
+}
+
+/// Runs `aigw export --out DIR/export {args}`: its output, and the output with every file it
+/// wrote, which must not hold `value`.
+async fn exported_without(
+    value: &str,
+    dir: &std::path::Path,
+    args: Vec<String>,
+) -> (String, String) {
+    let out_dir = dir.join("export");
+    let mut all = vec!["export".to_string(), "--out".into()];
+    all.push(out_dir.to_str().unwrap().into());
+    all.extend(args);
+    let (ran, out) = aigw(all).await;
+    assert!(ran, "{out}");
+    let mut exported = out.clone();
+    for entry in std::fs::read_dir(&out_dir).unwrap() {
+        exported.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
+    }
+    assert!(
+        !exported.contains(value),
+        "aigw export wrote the Secret's value:\n{exported}"
+    );
+    (out, exported)
+}
+
 /// A target prepended before the one a Secret fills shifts the `secretRefs` index: the remote
 /// document and the older version hold the value at the old index. Neither `aigw plan` (with
 /// and without cluster access) nor `aigw history --diff` prints it, nor does `aigw export`
@@ -76,10 +108,7 @@ async fn shows_the_change_not(value: &str, args: Vec<String>, what: &str) {
 #[tokio::test]
 async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_index_shift() {
     const VALUE: &str = "AKIAPLANLEAK00000001";
-    let mut h = Harness::start_with("atk-index-shift", Duration::from_secs(600)).await;
-    h.env
-        .create_from::<Secret>(json!({"metadata": {"name": "aws"}, "stringData": {"id": VALUE}}))
-        .await;
+    let mut h = with_secret("atk-index-shift", "aws", json!({"id": VALUE})).await;
     let spec = |targets: Value, index: usize| {
         json!({"name": "bedrock",
                "config": {"strategy": {"mode": "fallback"}, "targets": targets},
@@ -152,21 +181,62 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
             {"provider": "@bedrock-a", "aws_access_key_id": VALUE}, {"provider": "@openai"}]}}),
     )
     .await;
-    let out_dir = dir.path().join("export");
-    let mut args = vec!["export".to_string(), "--out".into()];
-    args.push(out_dir.to_str().unwrap().into());
-    args.extend(["--namespace".into(), h.env.namespace.clone()]);
+    let mut args = vec!["--namespace".to_string(), h.env.namespace.clone()];
     args.extend(target(true));
-    let (ran, out) = aigw(args).await;
-    assert!(ran, "{out}");
-    let mut exported = out.clone();
-    for entry in std::fs::read_dir(&out_dir).unwrap() {
-        exported.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
-    }
-    assert!(
-        !exported.contains(VALUE),
-        "aigw export wrote the Secret's value:\n{exported}"
-    );
+    let (out, _) = exported_without(VALUE, dir.path(), args).await;
     assert!(out.contains(&format!("config {slug}")), "{out}");
+    h.stop().await;
+}
+
+/// A Config whose current spec names no Secret any more, while the remote still holds the value
+/// the version applied last took from one (the new spec not applied yet: the operator stopped,
+/// as under a promotion gate, a pause or a stall): `aigw export` hides it by the history's
+/// references, whatever its key is called (before: a resource without `spec.secretRefs` was
+/// skipped, and a value at an innocent-looking key was exported).
+#[tokio::test]
+async fn export_hides_a_value_only_the_history_names() {
+    const VALUE: &str = "PIN-4417-EXPORTLEAK";
+    let mut h = with_secret("atk-export-hist", "pins", json!({"pin": VALUE})).await;
+    let mut spec = routing("billing");
+    spec["config"]["metadata"] = json!({"team": "billing"});
+    spec["secretRefs"] =
+        json!([{"path": "/metadata/ticket", "secretKeyRef": {"name": "pins", "key": "pin"}}]);
+    support::objects::create::<Config>(&h.env, "billing", spec).await;
+    let slug = h.env.ready_config_slug("billing", WAIT).await;
+    h.stop_operator().await;
+    let mut plain = routing("billing");
+    plain["config"]["metadata"] = json!({"team": "billing", "ticket": "none"});
+    h.env.patch_spec::<Config>("billing", json!(plain)).await;
+    let unset = json!({"spec": {"secretRefs": null}});
+    h.env
+        .api::<Config>()
+        .patch(
+            "billing",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&unset),
+        )
+        .await
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, support::harness::TOKEN).unwrap();
+    let args: Vec<String> = [
+        "--namespace",
+        &h.env.namespace,
+        "--management-url",
+        &h.emulator.management_url(),
+        "--token-file",
+        token.to_str().unwrap(),
+        "--kubeconfig",
+        support::kubeconfig_path().to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let (_, exported) = exported_without(VALUE, dir.path(), args).await;
+    assert!(
+        exported.contains(&slug),
+        "the config was exported: {exported}"
+    );
     h.stop().await;
 }
