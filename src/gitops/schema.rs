@@ -233,6 +233,42 @@ impl SchemaChecker {
     }
 }
 
+/// `value` as the apiserver validates it: without its declared fields that are `null`, at any
+/// depth. It prunes a null of a field that is not nullable (then defaults it), and a nullable
+/// field that is null is absent to CEL (`has()` is false, the field's rules are not run). A
+/// free-form field's content is kept as written.
+pub fn without_null_fields(schema: &JSONSchemaProps, value: &Value) -> Value {
+    match value {
+        Value::Object(map) if schema.x_kubernetes_preserve_unknown_fields != Some(true) => {
+            let additional = match &schema.additional_properties {
+                Some(JSONSchemaPropsOrBool::Schema(s)) => Some(s.as_ref()),
+                _ => None,
+            };
+            let mut kept = serde_json::Map::new();
+            for (key, field) in map {
+                let declared = schema.properties.as_ref().and_then(|p| p.get(key));
+                match declared.or(additional) {
+                    Some(_) if field.is_null() && declared.is_some() => {}
+                    Some(child) => {
+                        kept.insert(key.clone(), without_null_fields(child, field));
+                    }
+                    None => {
+                        kept.insert(key.clone(), field.clone());
+                    }
+                }
+            }
+            Value::Object(kept)
+        }
+        Value::Array(items) => match &schema.items {
+            Some(JSONSchemaPropsOrArray::Schema(item)) => {
+                Value::Array(items.iter().map(|i| without_null_fields(item, i)).collect())
+            }
+            _ => value.clone(),
+        },
+        _ => value.clone(),
+    }
+}
+
 fn check_enum(schema: &JSONSchemaProps, value: &Value, path: &str, out: &mut Vec<Violation>) {
     let Some(allowed) = &schema.enum_ else {
         return;

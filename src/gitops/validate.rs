@@ -386,7 +386,10 @@ impl Validator {
             match key.as_str() {
                 "apiVersion" | "kind" | "metadata" | "status" => {}
                 _ => match root.properties.as_ref().and_then(|p| p.get(key)) {
-                    Some(schema) => self.checker.check(schema, child, key, out),
+                    Some(schema) => {
+                        let child = super::schema::without_null_fields(schema, child);
+                        self.checker.check(schema, &child, key, out)
+                    }
                     None => out.push(Violation {
                         path: key.clone(),
                         message: format!("unknown field \"{key}\""),

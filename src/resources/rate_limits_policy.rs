@@ -40,6 +40,7 @@ pub use crate::api::{RateLimitTarget, RateLimitUnit};
 #[x_kube(validation = rules::same_connection("RateLimitsPolicy"))]
 #[x_kube(validation = rules::workspace_id_or_ref())]
 #[x_kube(validation = rules::set_at_creation("workspaceRef", "RateLimitsPolicy"))]
+#[x_kube(validation = rules::fixed_defaulting("target", "llm", "RateLimitsPolicy"))]
 #[schemars(transform = Reword(&[
     (
         "managementPolicy",

@@ -172,15 +172,14 @@ async fn immutable_fields_cannot_change() {
             .patch("fixed", &PatchParams::default(), &Patch::Merge(&patch))
             .await;
         if field == "target" {
-            // Setting an optional immutable field for the first time is allowed …
-            result.expect("setting target the first time is allowed");
-            // … changing it afterwards is not.
-            let patch = json!({"spec": {"target": "llm"}});
-            let err = api
-                .patch("fixed", &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .unwrap_err();
+            // Absent is `llm` (what the API takes it for): `mcp_tools` later is a change …
+            let err = result.unwrap_err();
             assert!(err.to_string().contains(wanted), "{err}");
+            // … writing out the default is not.
+            let patch = json!({"spec": {"target": "llm"}});
+            api.patch("fixed", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .expect("writing out the default target is allowed");
             continue;
         }
         let err = result.expect_err("an immutable field changed");
@@ -263,34 +262,45 @@ async fn identity_fields_are_only_set_at_creation() {
     env.cleanup().await;
 }
 
-/// A Guardrail's `target` is fixed at creation, absent meaning `llm` (what the API takes it
-/// for): writing the default out later, as a manifest that spells every field does, or leaving
-/// it out again, is no change and is allowed; any other value is refused.
+/// A Guardrail's and a RateLimitsPolicy's `target` is fixed at creation, absent meaning `llm`
+/// (what the API takes it for): writing the default out later, as a manifest that spells every
+/// field does, or leaving it out again, is no change and is allowed; any other value, and
+/// removing a value that is not the default, is refused (a RateLimitsPolicy's rule alone let
+/// `mcp_tools` be removed, which the API cannot follow).
 #[tokio::test]
-async fn a_guardrail_target_may_be_written_out_as_its_default() {
-    let env = TestEnv::new("crds-guardrail-target").await;
-    let api = dynamic_api(&env, "Guardrail", "guardrails");
-    let spec = |target: Option<&str>| {
-        let mut spec = json!({"name": "pii", "workspaceId": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
-                              "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}}]});
-        if let Some(target) = target {
-            spec["target"] = json!(target);
+async fn a_target_may_be_written_out_as_its_default_and_never_changed() {
+    let env = TestEnv::new("crds-target").await;
+    let guardrail = json!({"name": "pii", "workspaceId": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
+                           "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}}]});
+    let mut policy = policy_spec();
+    policy["workspaceId"] = json!("9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c");
+    for (kind, plural, base) in [
+        ("Guardrail", "guardrails", guardrail),
+        ("RateLimitsPolicy", "ratelimitspolicies", policy),
+    ] {
+        let api = dynamic_api(&env, kind, plural);
+        let spec = |target: Option<&str>| {
+            let mut spec = base.clone();
+            if let Some(target) = target {
+                spec["target"] = json!(target);
+            }
+            spec
+        };
+        let target = |value: Value| json!({"spec": {"target": value}});
+        let refused = "spec.target is immutable (absent means llm)";
+
+        support::create(&api, &object(kind, "implicit", spec(None))).await;
+        support::merge_patch(&api, "implicit", target(json!("llm"))).await;
+        support::merge_patch(&api, "implicit", target(Value::Null)).await;
+        let message =
+            support::refused_patch(&api, "implicit", json!({"target": "mcp_tools"})).await;
+        support::assert_mentions(&message, &[refused, &format!("create a new {kind}")]);
+
+        support::create(&api, &object(kind, "tools", spec(Some("mcp_tools")))).await;
+        for value in [Value::Null, json!("llm")] {
+            let message = support::refused_patch(&api, "tools", json!({"target": value})).await;
+            support::assert_mentions(&message, &["target is immutable"]);
         }
-        spec
-    };
-    let target = |value: Value| json!({"spec": {"target": value}});
-    let refused = "spec.target is immutable (absent means llm)";
-
-    support::create(&api, &object("Guardrail", "implicit", spec(None))).await;
-    support::merge_patch(&api, "implicit", target(json!("llm"))).await;
-    support::merge_patch(&api, "implicit", target(Value::Null)).await;
-    let message = support::refused_patch(&api, "implicit", json!({"target": "mcp_tools"})).await;
-    support::assert_mentions(&message, &[refused, "create a new Guardrail"]);
-
-    support::create(&api, &object("Guardrail", "tools", spec(Some("mcp_tools")))).await;
-    for value in [Value::Null, json!("llm")] {
-        let message = support::refused_patch(&api, "tools", json!({"target": value})).await;
-        support::assert_mentions(&message, &["target is immutable"]);
     }
     env.cleanup().await;
 }

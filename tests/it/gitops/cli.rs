@@ -169,6 +169,83 @@ fn validate_follows_no_link_to_a_directory() {
     assert_in(&report, "checked 2 aigw resources");
 }
 
+/// A field set to `null` (what templating leaves) reads as the apiserver reads it: absent, in
+/// the schema and in the CEL rules, at any depth. Each manifest is judged by `aigw validate` and
+/// by a server-side dry run, and both must agree (before: null counted as present, so validate
+/// refused four that admission takes and took one it refuses).
+#[tokio::test]
+async fn validate_reads_a_null_field_as_the_apiserver_does() {
+    let env = support::TestEnv::new("val-null").await;
+    let ns = env.namespace.clone();
+    let ws = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
+    let key = |name: &str, kind: &str| {
+        json!({"kind": "ApiKey", "plural": "apikeys", "metadata": {"name": name}, "spec": {
+            "name": name, "kind": kind, "userId": null, "workspaceId": ws,
+            "scopes": ["completions.write"], "secretRef": {"name": "k"}}})
+    };
+    let cases = [
+        (key("user-null", "user"), false),
+        (key("service-null", "service"), true),
+        (
+            json!({"kind": "Provider", "plural": "providers", "metadata": {"name": "p"}, "spec": {
+                "name": "p", "integrationId": "abc", "workspaceId": null,
+                "workspaceRef": {"name": "ws"}}}),
+            true,
+        ),
+        (
+            json!({"kind": "McpServer", "plural": "mcpservers", "metadata": {"name": "m"},
+                   "spec": {"name": "m", "integrationId": "abc", "integrationRef": null,
+                            "workspaceId": ws}}),
+            true,
+        ),
+        (
+            json!({"kind": "Deployment", "plural": "deployments", "metadata": {"name": "d"},
+                   "spec": {"name": "d", "credentialsSecretRef": {"name": "s"},
+                            "rotation": {"interval": null}}}),
+            true,
+        ),
+        (
+            json!({"kind": "ConfigRollout", "plural": "configrollouts", "metadata": {"name": "r"},
+                   "spec": {"stableConfigRef": {"name": "a"}, "candidateConfigRef": {"name": "b"},
+                            "apiKeySelector": {"matchLabels": {"canary": "x"}},
+                            "steps": [{"weight": 100, "pause": "5m"}],
+                            "analysis": {"workspaceSlug": "w", "maxErrorRate": null}}}),
+            false,
+        ),
+    ];
+    for (mut manifest, valid) in cases {
+        let plural = manifest["plural"].as_str().unwrap().to_string();
+        let kind = manifest["kind"].as_str().unwrap().to_string();
+        let object = manifest.as_object_mut().unwrap();
+        object.remove("plural");
+        object.insert("apiVersion".into(), json!("aigw.io/v1alpha1"));
+        manifest["metadata"]["namespace"] = json!(ns);
+        let name = format!("{kind} {}", manifest["metadata"]["name"]);
+
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            env.client.clone(),
+            &ns,
+            &support::aigw_resource(&kind, &plural),
+        );
+        let object: kube::api::DynamicObject = serde_json::from_value(manifest.clone()).unwrap();
+        let dry_run = kube::api::PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        let admitted = api.create(&dry_run, &object).await;
+        assert_eq!(
+            admitted.is_ok(),
+            valid,
+            "{name}: admission said {admitted:?}"
+        );
+
+        let yaml = serde_yaml::to_string(&manifest).unwrap();
+        let out = aigw_stdin(&["validate", "-f", "-"], &yaml);
+        exited(&out, if valid { 0 } else { 1 });
+    }
+    env.cleanup().await;
+}
+
 #[test]
 fn validate_names_file_document_resource_and_field_of_each_problem() {
     let dir = tempfile::tempdir().unwrap();
