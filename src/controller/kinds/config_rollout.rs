@@ -528,8 +528,10 @@ impl Run<'_> {
         let (candidate, stable) = match read {
             Ok(both) => both,
             // The telemetry failing decides like too little traffic: it is waited for up to
-            // `maxWait` past the pause (and reported meanwhile), then the step rolls back.
-            Err(Halt::Fail(error @ Error::Api { .. })) => {
+            // `maxWait` past the pause (and reported meanwhile), then the step rolls back. So
+            // does anything else that keeps it from being read (its Connection gone or out of
+            // the grants, no TSG id to ask for it): the moved keys never stay unjudged for good.
+            Err(Halt::Fail(error)) => {
                 let max_wait = spec.max_wait().map_err(Error::InvalidSpec)?;
                 let key = format!("{KIND}/{}/{}", self.namespace, self.name);
                 let said = self.ctx.scrub(&key, &error.to_string());

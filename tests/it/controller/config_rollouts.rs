@@ -239,6 +239,18 @@ async fn waiting_past(h: &Harness, max_wait: &str, reason: &str) -> String {
     message
 }
 
+/// Once the rollout `checkout` is rolled back: its last decision a `RollBack` saying `why`, and
+/// every key back on the stable config.
+async fn rolled_back_saying(h: &Harness, keys: &[(String, String)], why: &str) {
+    let rolled = rollout(h, "checkout", |r| status(r).phase == Phase::RolledBack).await;
+    let decision = status(&rolled).decisions.last().cloned().unwrap();
+    assert_eq!(decision.decision, Decision::RollBack);
+    assert!(decision.message.contains(why), "{}", decision.message);
+    let stable = slug(h, "stable").await;
+    let back = all_on(h, keys, &stable, WAIT).await;
+    assert!(back.is_some(), "every key is back on the stable config");
+}
+
 /// Sleeps `for_`, then reads the rollout `checkout`, still progressing.
 async fn progressing_after(h: &Harness, for_: Duration) -> ConfigRollout {
     tokio::time::sleep(for_).await;
@@ -791,18 +803,7 @@ async fn no_traffic_past_max_wait_rolls_back() {
         message.contains("0 candidate requests of the 20 needed"),
         "{message}"
     );
-    let rolled = rollout(&h, "checkout", |r| status(r).phase == Phase::RolledBack).await;
-    let decision = status(&rolled).decisions.last().cloned().unwrap();
-    assert!(
-        decision
-            .message
-            .contains("not enough traffic within analysis.maxWait"),
-        "{}",
-        decision.message
-    );
-    let stable = slug(&h, "stable").await;
-    let back = all_on(&h, &keys, &stable, WAIT).await;
-    assert!(back.is_some(), "every key is back on the stable config");
+    rolled_back_saying(&h, &keys, "not enough traffic within analysis.maxWait").await;
     h.stop().await;
 }
 
@@ -1391,6 +1392,30 @@ async fn a_telemetry_outage_past_max_wait_rolls_back() {
     let back = all_on(&h, &keys, &stable, WAIT).await;
     assert!(back.is_some(), "every key is back on the stable config");
     h.faults(json!({})).await;
+    h.stop().await;
+}
+
+/// Telemetry that cannot be asked for (here: no `analysis.organisationId`, and a Connection
+/// that names no TSG id) is waited for like an outage and rolled back past `maxWait`, the
+/// reason on the rollout meanwhile (before: `Stalled` on the error with the moved keys left on
+/// the candidate, `maxWait` never applied).
+#[tokio::test]
+async fn telemetry_that_cannot_be_asked_for_rolls_back_past_max_wait() {
+    let (h, keys) = with_keys("roll-no-tsg").await;
+    let mut spec = rollout_spec(steps(&[(50, "1s"), (100, "1s")]));
+    spec["analysis"]["maxWait"] = json!("5s");
+    spec["analysis"]
+        .as_object_mut()
+        .unwrap()
+        .remove("organisationId");
+    create::<ConfigRollout>(&h.env, "checkout", spec).await;
+    let waiting = rollout(&h, "checkout", |r| {
+        has(r, "Reconciling", "True", "TelemetryUnavailable")
+    })
+    .await;
+    let (_, _, message) = condition(&waiting, "Reconciling").unwrap();
+    support::assert_mentions(&message, &["organisationId", "analysis.maxWait (5s)"]);
+    rolled_back_saying(&h, &keys, "could not be read within analysis.maxWait").await;
     h.stop().await;
 }
 
