@@ -124,6 +124,18 @@ pub fn judge(
             p90 / stable_p90
         ));
     }
+    // A latency threshold with no latency read (the counts and the latency are two reads, and
+    // an empty or lagging one is null) judged nothing: it waits, as for traffic.
+    let unread = |p90: Option<f64>| p90.is_none();
+    let absolute_unread = analysis.max_p90_latency_ms.is_some() && unread(candidate.p90_latency_ms);
+    let relative_unread = analysis.max_p90_latency_ratio.is_some()
+        && stable_judged
+        && (unread(candidate.p90_latency_ms) || unread(stable.p90_latency_ms));
+    if absolute_unread || relative_unread {
+        return Verdict::Wait(format!(
+            "no p90 latency read yet for the latency threshold ({figures})"
+        ));
+    }
     Verdict::Pass(figures)
 }
 
@@ -278,6 +290,39 @@ mod tests {
         let verdict = judged(&figures(100, 1, 10.0), &figures(100, 2, 15.0));
         assert!(matches!(verdict, Verdict::Pass(_)));
     }
+    /// A latency threshold is judged on a latency read, never passed on none (the requests
+    /// counted, the latency chart empty or lagging).
+    #[test]
+    fn a_latency_threshold_without_a_latency_read_waits() {
+        let mut no_p90 = figures(100, 0, 10.0);
+        no_p90.p90_latency_ms = None;
+        let latency_only = Analysis {
+            max_error_rate: None,
+            max_p90_latency_ms: Some(500.0),
+            max_error_rate_over_stable: None,
+            max_p90_latency_ratio: None,
+            ..analysis()
+        };
+        let empty = CohortRecord::default();
+        let verdict = judge(&latency_only, 20, &empty, &no_p90);
+        assert!(
+            matches!(&verdict, Verdict::Wait(m) if m.starts_with("no p90 latency read yet")),
+            "{verdict:?}"
+        );
+        // The ratio needs both cohorts' latency.
+        let verdict = judged(&no_p90, &figures(100, 0, 10.0));
+        assert!(matches!(&verdict, Verdict::Wait(_)), "{verdict:?}");
+        // An error-rate failure is not held up by a missing latency.
+        let verdict = judged(&figures(100, 0, 10.0), &{
+            let mut failing = figures(100, 30, 10.0);
+            failing.p90_latency_ms = None;
+            failing
+        });
+        assert!(matches!(&verdict, Verdict::Fail(_)), "{verdict:?}");
+        let verdict = judge(&latency_only, 20, &empty, &figures(100, 0, 10.0));
+        assert!(matches!(&verdict, Verdict::Pass(_)), "{verdict:?}");
+    }
+
     #[test]
     fn relative_thresholds_alone_never_pass_a_step_without_a_stable_cohort() {
         // Admitted before an absolute threshold was required (issue 31, attack F-B): the 100 %
