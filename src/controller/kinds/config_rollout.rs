@@ -274,8 +274,15 @@ impl Run<'_> {
         status: &mut ConfigRolloutStatus,
     ) -> Result<(Outcome, Option<Duration>), Halt> {
         let spec = &self.rollout.spec;
-        spec.check(&self.namespace).map_err(Error::InvalidSpec)?;
         let action = self.rollout.action().map_err(Error::InvalidSpec)?;
+        // An abort of a rollout under way needs no valid spec (one stored before a bound it now
+        // fails): its keys go back all the same.
+        let aborting = status.phase == Phase::Progressing && action == Some(rollout::Action::Abort);
+        if let Err(why) = spec.check(&self.namespace)
+            && !aborting
+        {
+            return Err(Error::InvalidSpec(why).into());
+        }
         if !status.phase.is_final() {
             self.ensure_finalizer().await?;
         }
