@@ -73,12 +73,16 @@ async fn main() -> std::process::ExitCode {
     // flag must not read as a plan. Help and version exit 0.
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(usage) => {
-            let _ = usage.print();
-            return match usage.use_stderr() {
-                true => std::process::ExitCode::FAILURE,
-                false => std::process::ExitCode::SUCCESS,
-            };
+        // A usage error may echo an argument's value (a `--header` holding a bearer token):
+        // hidden as any other error's.
+        Err(usage) if usage.use_stderr() => {
+            let text = usage.render().to_string();
+            eprint!("{}", aigw::api::secret_fields::redact_text(&text));
+            return std::process::ExitCode::FAILURE;
+        }
+        Err(help) => {
+            let _ = help.print();
+            return std::process::ExitCode::SUCCESS;
         }
     };
     match run(cli).await {

@@ -267,12 +267,18 @@ pub fn has_userinfo(text: &str) -> bool {
 
 /// `value` with [`without_userinfo`] applied to every string in it.
 pub fn userinfo_hidden(value: &Value) -> Value {
+    strings_mapped(value, &|text| without_userinfo(text).into_owned())
+}
+
+/// `value` with every string it holds, at any depth, mapped by `map`.
+fn strings_mapped(value: &Value, map: &dyn Fn(&str) -> String) -> Value {
     match value {
-        Value::String(text) => Value::String(without_userinfo(text).into_owned()),
-        Value::Array(items) => Value::Array(items.iter().map(userinfo_hidden).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), userinfo_hidden(v)))
+        Value::String(text) => Value::String(map(text)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| strings_mapped(v, map)).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (k.clone(), strings_mapped(v, map)))
                 .collect(),
         ),
         other => other.clone(),
@@ -284,6 +290,20 @@ pub fn userinfo_pointers(document: &Value) -> Vec<String> {
     pointers_where(document, &|_, value| {
         value.as_str().is_some_and(has_userinfo)
     })
+}
+
+/// JSON Pointers of the strings in `document` that hold a value after a secret-looking key
+/// ([`redact_text`] would hide part of them: `?api_key=…`, `Authorization: Bearer …`).
+pub fn secret_text_pointers(document: &Value) -> Vec<String> {
+    pointers_where(document, &|_, value| {
+        value.as_str().is_some_and(|text| redact_text(text) != text)
+    })
+}
+
+/// `value` with, in every string it holds, a URL's userinfo and the value after a
+/// secret-looking key hidden ([`userinfo_hidden`], [`redact_text`]).
+pub fn text_credentials_hidden(value: &Value) -> Value {
+    strings_mapped(value, &|text| redact_text(&without_userinfo(text)))
 }
 
 /// `text` (an error or log message) with the value after each secret-looking key hidden:

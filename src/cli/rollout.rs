@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use kube::api::{Api, Patch, PatchParams};
 
-use aigw::resources::config_rollout::{ACTION_ANNOTATION, ConfigRollout, ConfigRolloutStatus};
+use aigw::resources::config_rollout::{
+    ACTION_ANNOTATION, ConfigRollout, ConfigRolloutStatus, Phase,
+};
 use aigw::resources::rollout_plan::describe;
 
 #[derive(clap::Args)]
@@ -49,7 +51,12 @@ struct Target {
     #[arg(long, short = 'n', value_name = "NS")]
     namespace: Option<String>,
     /// Kubeconfig; default: `KUBECONFIG`, `~/.kube/config`, or the in-cluster config.
-    #[arg(long, env = "AIGW_KUBECONFIG", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "AIGW_KUBECONFIG",
+        hide_env_values = true,
+        value_name = "FILE"
+    )]
     kubeconfig: Option<PathBuf>,
 }
 
@@ -133,7 +140,12 @@ pub fn status_text(namespace: &str, rollout: &ConfigRollout) -> String {
             status.candidate_config_id.as_deref().unwrap_or("-"),
         ),
         format!(
-            "  keys on the candidate ({}): {}",
+            "  {} ({}): {}",
+            // Rolled back or aborted, the keys it moved are back on (or returning to) stable.
+            match status.phase {
+                Phase::RolledBack | Phase::Aborted => "keys it moved, back to their own defaults",
+                _ => "keys on the candidate",
+            },
             status.moved_keys.len(),
             match status.moved_keys.is_empty() {
                 true => "none".to_string(),

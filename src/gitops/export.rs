@@ -650,15 +650,18 @@ impl<'o> Builder<'o> {
         header: String,
     ) -> Result<(), GitopsError> {
         let name = meta.name.clone().unwrap_or_default();
-        // Credentials in a URL's userinfo (a webhook's `https://user:pass@host`) never land
-        // in Git: a Config's and an Integration's are Secret references by now; any other
-        // object holding one is left out.
-        let credentials = serde_json::to_value(object)
-            .map(|value| crate::api::secret_fields::userinfo_pointers(&value))
-            .unwrap_or_default();
+        // Credentials in a URL's userinfo (a webhook's `https://user:pass@host`) or after a
+        // secret-looking key in text (`?api_key=…`) never land in Git: a Config's and an
+        // Integration's are Secret references by now; any other object holding one is left
+        // out (`aigw plan` hides the same text).
+        let value = serde_json::to_value(object).unwrap_or_default();
+        let mut credentials = crate::api::secret_fields::userinfo_pointers(&value);
+        credentials.extend(crate::api::secret_fields::secret_text_pointers(&value));
         if !credentials.is_empty() {
+            credentials.sort();
+            credentials.dedup();
             self.export.skipped.push(format!(
-                "{kind} {name}: holds a URL with credentials in its userinfo at {}; write its manifest by hand, with that value in a Secret",
+                "{kind} {name}: holds credentials in text (a URL's userinfo, or a value after a secret-looking key such as api_key=) at {}; write its manifest by hand, with that value in a Secret",
                 credentials.join(", ")
             ));
             return Ok(());

@@ -1423,9 +1423,10 @@ pub(super) fn plain_changes(
     desired: &Value,
     read: impl Fn(&str) -> Value,
 ) -> Vec<FieldChange> {
-    let shown = |value: &Value| match crate::api::secret_fields::userinfo_hidden(value) {
-        Value::String(text) => Value::String(crate::api::secret_fields::redact_text(&text)),
-        other => other,
+    // At any depth (a workspace's `defaults`, a reference's `tags`), and under a
+    // secret-looking key (`x-api-key`) too.
+    let shown = |value: &Value| {
+        crate::api::secret_fields::text_credentials_hidden(&super::mask::masked(value))
     };
     fields
         .into_iter()
@@ -1511,6 +1512,12 @@ mod tests {
         let changes = super::plain_changes(vec!["url"], &mine, remote);
         let shown = serde_json::to_string(&changes).unwrap();
         assert!(!shown.contains("P4SS"), "{shown}");
+        // Nested (a workspace's defaults), under a secret-looking key or in its text.
+        let defaults = serde_json::json!({"defaults": {"metadata": {
+            "x-api-key": "sk-nested-1", "note": "token=sk-nested-2"}}});
+        let changes = super::plain_changes(vec!["defaults"], &defaults, |_| Value::Null);
+        let shown = serde_json::to_string(&changes).unwrap();
+        assert!(!shown.contains("sk-nested"), "{shown}");
     }
 
     use super::*;

@@ -152,6 +152,23 @@ fn no_document_and_a_usage_mistake_exit_1() {
     }
     exited(&aigw(&["plan", "--help"]), 0);
     exited(&aigw(&["--version"]), 0);
+    // A usage error echoing a value hides a credential in it, and help shows no env value.
+    let header = [
+        "api",
+        "--header",
+        "Authorization: Bearer sk-usage-leak-1",
+        "configs",
+        "list",
+    ];
+    let report = exited(&aigw(&header), 1);
+    assert!(!report.contains("sk-usage-leak-1"), "{report}");
+    let help = Command::new(env!("CARGO_BIN_EXE_aigw"))
+        .args(["emulator", "--help"])
+        .env("AIGW_EMULATOR_TOKEN", "emulator-t0ken-leak")
+        .output()
+        .unwrap();
+    let report = exited(&help, 0);
+    assert!(!report.contains("emulator-t0ken-leak"), "{report}");
 }
 
 /// A directory's links to directories are not followed: a link to `.` or `..` would read the

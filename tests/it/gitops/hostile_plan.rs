@@ -513,6 +513,14 @@ async fn api_and_export_never_show_the_userinfo_of_a_url() {
                "actions": {"deny": true}}),
     )
     .await;
+    // A token in a URL's query (`?api_key=`) is a credential too: the MCP integration is left
+    // out of the export (its `url` went to Git as it was).
+    post(
+        "/ai_gw/admin/v2/mcp-integrations",
+        json!({"name": "Tickets", "slug": "tickets", "auth_type": "none", "transport": "http",
+               "url": "https://mcp.internal/mcp?api_key=McpQueryKey0001"}),
+    )
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let token = token_file(dir.path());
     let connection = args(&["--management-url", &url, "--token-file", &token]);
@@ -533,11 +541,19 @@ async fn api_and_export_never_show_the_userinfo_of_a_url() {
         out.contains("webhookURL"),
         "the guardrail left out, saying why: {out}"
     );
+    assert!(
+        out.contains("McpIntegration") && out.contains("/spec/url"),
+        "the MCP integration left out, saying why: {out}"
+    );
     shown.push(("export".into(), out));
     shown.extend(files_in(&out_dir));
     assert_shows_none(
         &shown,
-        |text| text.contains("CfgPassw0rd") || text.contains("GrdPassw0rd"),
+        |text| {
+            ["CfgPassw0rd", "GrdPassw0rd", "McpQueryKey0001"]
+                .iter()
+                .any(|secret| text.contains(secret))
+        },
         "credentials in a URL's userinfo were shown",
     );
 }
