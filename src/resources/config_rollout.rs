@@ -235,6 +235,10 @@ pub struct ConfigRolloutStatus {
     pub stable_config_id: Option<String>,
     /// The remote config (slug) of the candidate Config when the rollout started.
     pub candidate_config_id: Option<String>,
+    /// The candidate Config's `versionId` the step in progress is judged on, recorded when its
+    /// pause starts. A new version (the candidate edited mid-step) starts the step's pause and
+    /// analysis again: a step is never judged on a document its keys did not run.
+    pub candidate_version_id: Option<String>,
     /// The figures of the last analysis (or the last wait for traffic).
     pub analysis: Option<AnalysisRecord>,
     /// The installation (its `--installation-id`) that runs this rollout, recorded before it

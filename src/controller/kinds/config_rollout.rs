@@ -391,6 +391,10 @@ impl Run<'_> {
     ) -> Result<(Outcome, Option<Duration>), Halt> {
         let spec = &self.rollout.spec;
         let stable = spec.stable_config_ref.name.clone();
+        let candidate_version = candidate
+            .as_ref()
+            .and_then(|c| c.status.as_ref())
+            .and_then(|s| s.version_id.clone());
         let (Some(stable_slug), Some(candidate_slug)) = (
             remote_slug(stable_config.as_ref()),
             remote_slug(candidate.as_ref()),
@@ -492,10 +496,24 @@ impl Run<'_> {
                 return Ok(waiting);
             }
             status.step_started_at = Some(Timestamp::now().to_string());
+            status.candidate_version_id = candidate_version;
             self.save(status).await?;
             let pause = spec.pause(step).map_err(Error::InvalidSpec)?;
             return Ok((pausing(step, weight, pause), Some(pause)));
         };
+        // The candidate edited since the step's pause began (a new `versionId`): what ran so
+        // far was another document, so the step starts over on this one.
+        if status.candidate_version_id.is_some() && status.candidate_version_id != candidate_version
+        {
+            let message = format!(
+                "step {step} ({weight}%): the candidate Config {candidate_name} changed (version {} to {}): the step's pause and analysis start again",
+                status.candidate_version_id.as_deref().unwrap_or("-"),
+                candidate_version.as_deref().unwrap_or("-"),
+            );
+            status.step_started_at = None;
+            self.save(status).await?;
+            return Ok(progressing("CandidateChanged", message));
+        }
         let started: Timestamp = started.parse().map_err(|_| {
             Error::MissingState(format!("status.stepStartedAt {started:?} is not a time"))
         })?;

@@ -220,6 +220,23 @@ fn completed_in_three_steps(
     (done_status, decisions)
 }
 
+/// Once the rollout `checkout` is over (within 90 s), `traffic` stopped: it completed; its
+/// status.
+async fn completed(
+    h: &Harness,
+    traffic: Traffic,
+) -> aigw::resources::config_rollout::ConfigRolloutStatus {
+    let done = h
+        .wait_for::<ConfigRollout>("checkout", Duration::from_secs(90), |r| {
+            status(r).phase != Phase::Progressing
+        })
+        .await;
+    traffic.stop().await;
+    let done = status(&done);
+    assert_eq!(done.phase, Phase::Completed, "{done:#?}");
+    done
+}
+
 /// Faults under which the candidate is the healthier: the stable provider fails 1 % of requests.
 async fn healthy_candidate(h: &Harness) {
     h.faults(json!({"gateway_seed": 3, "providers": {
@@ -638,18 +655,7 @@ async fn a_restarted_operator_resumes_without_moving_a_key_twice() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         h.restart_operator().await;
     }
-    let done = h
-        .wait_for::<ConfigRollout>("checkout", Duration::from_secs(90), |r| {
-            status(r).phase != Phase::Progressing
-        })
-        .await;
-    traffic.stop().await;
-    assert_eq!(
-        status(&done).phase,
-        Phase::Completed,
-        "{:#?}",
-        status(&done)
-    );
+    completed(&h, traffic).await;
     let stable = slug(&h, "stable").await;
     let candidate = slug(&h, "candidate").await;
     for (name, id) in &keys {
@@ -700,14 +706,7 @@ async fn steps_shortened_under_way_go_on_from_the_step_covering_the_moved_keys()
     );
     assert_eq!(replanned.moved_keys.len(), 3, "no key moved with the edit");
 
-    let done = h
-        .wait_for::<ConfigRollout>("checkout", Duration::from_secs(90), |r| {
-            status(r).phase != Phase::Progressing
-        })
-        .await;
-    traffic.stop().await;
-    let done = status(&done);
-    assert_eq!(done.phase, Phase::Completed, "{done:#?}");
+    let done = completed(&h, traffic).await;
     let decisions: Vec<Decision> = done.decisions.iter().map(|d| d.decision).collect();
     assert_eq!(
         decisions,
@@ -721,6 +720,44 @@ async fn steps_shortened_under_way_go_on_from_the_step_covering_the_moved_keys()
     );
     let candidate = slug(&h, "candidate").await;
     assert_eq!(remote_configs(&h, &keys).await, vec![candidate; 4]);
+    h.stop().await;
+}
+
+/// The candidate Config edited while a step pauses (a new `versionId`): the step's pause and
+/// analysis start again on the new document, so no step is judged on traffic that ran another
+/// (before: the rollout went on, and the next steps moved keys onto a document never judged).
+#[tokio::test]
+async fn a_candidate_edited_mid_step_starts_the_step_again() {
+    let (h, _keys) = with_keys("rollout-edit").await;
+    healthy_candidate(&h).await;
+    let traffic = Traffic::start(&h).await;
+    let started = start_rollout(&h, "checkout", steps(&[(50, "8s"), (100, "1s")])).await;
+    let before = status(&started);
+    let version = before
+        .candidate_version_id
+        .clone()
+        .expect("the version judged");
+
+    let edit = json!({"name": "candidate",
+                      "config": {"provider": "@candidate-openai", "metadata": {"rev": "2"}}});
+    h.env.patch_spec::<Config>("candidate", edit).await;
+    let again = rollout(&h, "checkout", |r| {
+        let s = status(r);
+        s.candidate_version_id
+            .as_ref()
+            .is_some_and(|v| *v != version)
+            && s.step_started_at.is_some()
+    })
+    .await;
+    let again = status(&again);
+    assert_eq!(again.current_step, Some(0), "{again:#?}");
+    assert!(
+        again.step_started_at > before.step_started_at,
+        "the pause starts again: {again:#?}"
+    );
+    assert!(again.decisions.is_empty(), "{:?}", again.decisions);
+
+    completed(&h, traffic).await;
     h.stop().await;
 }
 
