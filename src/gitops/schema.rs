@@ -164,6 +164,7 @@ impl SchemaChecker {
                 self.check(item, value, &format!("{path}[{i}]"), out);
             }
         }
+        check_unique(schema, items, path, out);
     }
 
     fn check_object(
@@ -266,6 +267,38 @@ pub fn without_null_fields(schema: &JSONSchemaProps, value: &Value) -> Value {
             _ => value.clone(),
         },
         _ => value.clone(),
+    }
+}
+
+/// A `set` list's items, and a `map` list's keys (`x-kubernetes-list-map-keys`), each once, as
+/// the apiserver refuses them: `Duplicate value`.
+fn check_unique(schema: &JSONSchemaProps, items: &[Value], path: &str, out: &mut Vec<Violation>) {
+    let identity = |item: &Value| -> Value {
+        match schema.x_kubernetes_list_type.as_deref() {
+            Some("map") => {
+                let keys = schema.x_kubernetes_list_map_keys.iter().flatten();
+                let fields = keys.map(|k| (k.clone(), item.get(k).cloned().unwrap_or(Value::Null)));
+                Value::Object(fields.collect())
+            }
+            _ => item.clone(),
+        }
+    };
+    if !matches!(
+        schema.x_kubernetes_list_type.as_deref(),
+        Some("map" | "set")
+    ) {
+        return;
+    }
+    let mut seen: Vec<Value> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let id = identity(item);
+        if seen.contains(&id) {
+            out.push(violation(
+                &format!("{path}[{i}]"),
+                format!("Duplicate value: {id}"),
+            ));
+        }
+        seen.push(id);
     }
 }
 

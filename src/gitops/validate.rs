@@ -301,15 +301,29 @@ impl Validator {
     fn validate_document(&self, document: &Document, seen: &mut Seen, report: &mut Report) {
         let value = &document.value;
         let api_version = value["apiVersion"].as_str().unwrap_or_default();
-        let Some((group, version)) = api_version.split_once('/') else {
-            report.ignored += 1;
+        let kind = value["kind"].as_str().unwrap_or_default();
+        // An aigw kind under an apiVersion that is not `aigw.io/<version>` (a group without a
+        // version, a misspelt group) is a mistake `kubectl apply` would fail on, never another
+        // tool's document to ignore.
+        let ours = self.kinds.contains_key(kind)
+            && (api_version == GROUP || api_version.starts_with(GROUP));
+        let Some((_, version)) = api_version.split_once('/').filter(|(g, _)| *g == GROUP) else {
+            if ours {
+                let name = value["metadata"]["name"].as_str().unwrap_or_default();
+                report.problems.push(Problem {
+                    location: document.location(),
+                    resource: display(kind, value["metadata"]["namespace"].as_str(), name),
+                    path: "apiVersion".into(),
+                    message: format!(
+                        "Invalid value: {api_version:?}: an aigw kind's apiVersion is {GROUP}/<version>"
+                    ),
+                });
+                *report.checked.entry(kind.to_string()).or_default() += 1;
+            } else {
+                report.ignored += 1;
+            }
             return;
         };
-        if group != GROUP {
-            report.ignored += 1;
-            return;
-        }
-        let kind = value["kind"].as_str().unwrap_or_default();
         let name = value["metadata"]["name"].as_str().unwrap_or_default();
         let namespace = value["metadata"]["namespace"].as_str();
         let resource = display(if kind.is_empty() { "-" } else { kind }, namespace, name);

@@ -171,6 +171,39 @@ fn no_document_and_a_usage_mistake_exit_1() {
     assert!(!report.contains("emulator-t0ken-leak"), "{report}");
 }
 
+/// A list keyed by a field (`x-kubernetes-list-type: map`) holds each key once, as the
+/// apiserver requires, with its message (an Integration's `workspaces` by `id`).
+#[test]
+fn validate_refuses_a_list_key_twice() {
+    let integration = r#"
+apiVersion: aigw.io/v1alpha1
+kind: Integration
+metadata: {name: openai-prod}
+spec:
+  slug: openai-prod
+  name: OpenAI production
+  aiProviderId: open-ai
+  keySecretRef: {name: openai-upstream, key: api-key}
+  workspaces:
+    - {id: 6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11}
+    - {id: 6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11}
+"#;
+    let report = exited(&aigw_stdin(&["validate", "-f", "-"], integration), 1);
+    assert_in(
+        &report,
+        r#"spec.workspaces[1]: Duplicate value: {"id":"6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11"}"#,
+    );
+    // An aigw kind without a version in its apiVersion is a mistake, not another tool's
+    // document; another group's kind of the same name is.
+    let versionless = "apiVersion: aigw.io\nkind: RateLimitsPolicy\nmetadata: {name: x, namespace: a}\nspec: {}\n---\napiVersion: other.example/v1\nkind: Config\nmetadata: {name: y}\n";
+    let report = exited(&aigw_stdin(&["validate", "-f", "-"], versionless), 1);
+    assert_in(
+        &report,
+        "apiVersion: Invalid value: \"aigw.io\": an aigw kind's apiVersion is aigw.io/<version>",
+    );
+    assert_in(&report, "ignored 1 other document");
+}
+
 /// A directory's links to directories are not followed: a link to `.` or `..` would read the
 /// same manifests again (reported as duplicates) or never end.
 #[test]
