@@ -29,7 +29,7 @@ struct MallocConf(*const std::ffi::c_char);
 #[cfg(feature = "jemalloc")]
 unsafe impl Sync for MallocConf {}
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -71,7 +71,10 @@ enum Command {
 async fn main() -> std::process::ExitCode {
     // A usage error exits 1, not clap's 2: `aigw plan` exits 2 for "changes", and a typo in a
     // flag must not read as a plan. Help and version exit 0.
-    let cli = match Cli::try_parse() {
+    let cli = match command()
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches))
+    {
         Ok(cli) => cli,
         // A usage error may echo an argument's value (a `--header` holding a bearer token):
         // hidden as any other error's.
@@ -97,6 +100,17 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The command line, whose help never prints an environment variable's value (a token, a URL
+/// with credentials): `[env: AIGW_EMULATOR_TOKEN]`, not its value.
+fn command() -> clap::Command {
+    fn values_hidden(command: clap::Command) -> clap::Command {
+        command
+            .mut_args(|arg| arg.hide_env_values(true))
+            .mut_subcommands(values_hidden)
+    }
+    values_hidden(Cli::command())
 }
 
 /// The exit code: success for most commands; `validate` and `plan` say more with theirs.

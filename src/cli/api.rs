@@ -32,31 +32,13 @@ pub struct ApiArgs {
 #[derive(Args)]
 pub(crate) struct ConnectionArgs {
     /// Root of the management API; `/ai_gw/v2…` and `/ai_gw/admin/v2…` are appended.
-    #[arg(
-        long,
-        global = true,
-        env = "AIGW_MANAGEMENT_URL",
-        hide_env_values = true,
-        value_name = "URL"
-    )]
+    #[arg(long, global = true, env = "AIGW_MANAGEMENT_URL", value_name = "URL")]
     pub(crate) management_url: Option<String>,
     /// The gateway address including `/v1`. Default: the management URL plus `/v1`.
-    #[arg(
-        long,
-        global = true,
-        env = "AIGW_GATEWAY_URL",
-        hide_env_values = true,
-        value_name = "URL"
-    )]
+    #[arg(long, global = true, env = "AIGW_GATEWAY_URL", value_name = "URL")]
     pub(crate) gateway_url: Option<String>,
     /// File holding the bearer token.
-    #[arg(
-        long,
-        global = true,
-        env = "AIGW_TOKEN_FILE",
-        hide_env_values = true,
-        value_name = "FILE"
-    )]
+    #[arg(long, global = true, env = "AIGW_TOKEN_FILE", value_name = "FILE")]
     pub(crate) token_file: Option<PathBuf>,
     /// Extra header sent on every request, e.g. `x-tsg-id=1234`; repeatable. Values are not logged.
     #[arg(long = "header", global = true, value_name = "NAME=VALUE", value_parser = parse_header)]

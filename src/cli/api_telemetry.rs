@@ -44,7 +44,7 @@ pub(super) enum TelemetryCommand {
 #[derive(Args)]
 pub(super) struct WindowArgs {
     /// The numeric TSG id.
-    #[arg(long, env = "AIGW_ORGANISATION_ID", hide_env_values = true)]
+    #[arg(long, env = "AIGW_ORGANISATION_ID")]
     organisation_id: String,
     /// The workspace slug (not its UUID).
     #[arg(long)]

@@ -8,54 +8,42 @@ use anyhow::Context;
 #[derive(clap::Args)]
 pub struct EmulatorArgs {
     /// Address to listen on.
-    #[arg(
-        long,
-        env = "AIGW_EMULATOR_LISTEN",
-        hide_env_values = true,
-        default_value = "127.0.0.1:8787"
-    )]
+    #[arg(long, env = "AIGW_EMULATOR_LISTEN", default_value = "127.0.0.1:8787")]
     listen: SocketAddr,
     /// Bearer token every API request must carry.
     #[arg(
         long,
         env = "AIGW_EMULATOR_TOKEN",
         hide_env_values = true,
-        hide_env_values = true,
         required_unless_present = "token_file",
         conflicts_with = "token_file"
     )]
     token: Option<String>,
     /// File holding the bearer token (surrounding whitespace is ignored).
-    #[arg(long, env = "AIGW_EMULATOR_TOKEN_FILE", hide_env_values = true)]
+    #[arg(long, env = "AIGW_EMULATOR_TOKEN_FILE")]
     token_file: Option<PathBuf>,
     /// Delay added to every API request, e.g. `20ms`.
-    #[arg(long, env = "AIGW_EMULATOR_LATENCY", hide_env_values = true, value_parser = humantime::parse_duration)]
+    #[arg(long, env = "AIGW_EMULATOR_LATENCY", value_parser = humantime::parse_duration)]
     latency: Option<Duration>,
     /// Enables `POST /oauth2/access_token` for this client id.
-    #[arg(
-        long,
-        env = "AIGW_EMULATOR_CLIENT_ID",
-        hide_env_values = true,
-        requires = "client_secret"
-    )]
+    #[arg(long, env = "AIGW_EMULATOR_CLIENT_ID", requires = "client_secret")]
     client_id: Option<String>,
     /// Secret of the OAuth2 client.
     #[arg(
         long,
         env = "AIGW_EMULATOR_CLIENT_SECRET",
         hide_env_values = true,
-        hide_env_values = true,
         requires = "client_id"
     )]
     client_secret: Option<String>,
     /// Lifetime of issued OAuth2 tokens.
-    #[arg(long, env = "AIGW_EMULATOR_TOKEN_TTL", hide_env_values = true, value_parser = humantime::parse_duration,
+    #[arg(long, env = "AIGW_EMULATOR_TOKEN_TTL", value_parser = humantime::parse_duration,
           default_value = "15m")]
     token_ttl: Duration,
     /// Caps every API-key rotation's transition at DUR, e.g. `2s`: the old key stops working
     /// after the smaller of the requested period (still at least 30 minutes) and DUR, and
     /// `key_transition_expires_at` says so. For tests; absent, transitions last as asked.
-    #[arg(long, env = "AIGW_EMULATOR_MIN_KEY_TRANSITION", hide_env_values = true, value_parser = humantime::parse_duration,
+    #[arg(long, env = "AIGW_EMULATOR_MIN_KEY_TRANSITION", value_parser = humantime::parse_duration,
           value_name = "DUR")]
     min_key_transition: Option<Duration>,
 }

@@ -20,34 +20,18 @@ use clap::builder::BoolishValueParser;
 pub struct OperatorArgs {
     /// Root of the management API; `/ai_gw/v2…` and `/ai_gw/admin/v2…` are appended. Defines
     /// the connection named `default`.
-    #[arg(
-        long,
-        env = "AIGW_MANAGEMENT_URL",
-        hide_env_values = true,
-        value_name = "URL"
-    )]
+    #[arg(long, env = "AIGW_MANAGEMENT_URL", value_name = "URL")]
     management_url: Option<String>,
     /// The gateway address including `/v1`, e.g. http://127.0.0.1:8787/v1.
-    #[arg(
-        long,
-        env = "AIGW_GATEWAY_URL",
-        hide_env_values = true,
-        value_name = "URL"
-    )]
+    #[arg(long, env = "AIGW_GATEWAY_URL", value_name = "URL")]
     gateway_url: Option<String>,
     /// File holding the bearer token for the default connection.
-    #[arg(
-        long,
-        env = "AIGW_TOKEN_FILE",
-        hide_env_values = true,
-        value_name = "FILE"
-    )]
+    #[arg(long, env = "AIGW_TOKEN_FILE", value_name = "FILE")]
     token_file: Option<PathBuf>,
     /// Namespace to watch; repeat for several. Default: all namespaces.
     #[arg(
         long = "namespace",
         env = "AIGW_NAMESPACE",
-        hide_env_values = true,
         value_name = "NS",
         value_delimiter = ','
     )]
@@ -56,161 +40,127 @@ pub struct OperatorArgs {
     /// `aigw.io/environment=prod`: the ClusterGuardrails and Integrations it reconciles, and the
     /// Connections it uses (a resource naming a Connection outside it is another
     /// installation's, left untouched). Default: all.
-    #[arg(long, env = "AIGW_CLUSTER_SELECTOR", hide_env_values = true, value_name = "SELECTOR", value_parser = parse_selector)]
+    #[arg(long, env = "AIGW_CLUSTER_SELECTOR", value_name = "SELECTOR", value_parser = parse_selector)]
     cluster_selector: Option<String>,
     /// The id this installation claims its objects under (the annotation
     /// `aigw.io/installation`): an object claimed by another id is left untouched. Installations
     /// sharing a cluster need different ids; replicas of one installation (and its `--dry-run`)
     /// the same. Default: `<leader-election namespace>/aigw` (the chart renders
     /// `<release namespace>/<release fullname>`).
-    #[arg(long, env = "AIGW_INSTALLATION_ID", hide_env_values = true, value_name = "ID", value_parser = parse_installation_id)]
+    #[arg(long, env = "AIGW_INSTALLATION_ID", value_name = "ID", value_parser = parse_installation_id)]
     installation_id: Option<String>,
     /// How a new object is taken for this installation. `auto`: in the metadata write it gets
     /// anyway (the finalizer and create intent before a create) while the admission policy
     /// `aigw-installation-claims` (shipped with the CRDs) guards the `aigw.io/installation`
     /// annotation, by a `status.installation` record first otherwise (checked at start and every
     /// 30 s). `status`: always by the status record, one apiserver write more per new object.
-    #[arg(long, env = "AIGW_CLAIMS", hide_env_values = true, value_enum, default_value_t = ClaimMode::Auto, value_name = "MODE")]
+    #[arg(long, env = "AIGW_CLAIMS", value_enum, default_value_t = ClaimMode::Auto, value_name = "MODE")]
     claims: ClaimMode,
     /// Reconciles running at once, per kind, over all its watched namespaces.
-    #[arg(
-        long,
-        env = "AIGW_CONCURRENCY",
-        hide_env_values = true,
-        default_value_t = 4,
-        value_name = "N"
-    )]
+    #[arg(long, env = "AIGW_CONCURRENCY", default_value_t = 4, value_name = "N")]
     concurrency: u16,
     /// Requests per second to the management API, shared by every controller (burst is twice this).
-    #[arg(
-        long,
-        env = "AIGW_API_QPS",
-        hide_env_values = true,
-        default_value_t = 10.0,
-        value_name = "Q"
-    )]
+    #[arg(long, env = "AIGW_API_QPS", default_value_t = 10.0, value_name = "Q")]
     api_qps: f64,
     /// How often the remote objects are listed to detect and correct remote edits (jittered
     /// ±10 %): one list per Connection and workspace; only objects whose `last_updated_at`
     /// changed, that aigw never read, or that a list did not show are read again.
-    #[arg(long, env = "AIGW_DRIFT_INTERVAL", hide_env_values = true, default_value = "10m", value_parser = humantime::parse_duration, value_name = "DUR")]
+    #[arg(long, env = "AIGW_DRIFT_INTERVAL", default_value = "10m", value_parser = humantime::parse_duration, value_name = "DUR")]
     drift_interval: Duration,
     /// How often every object is read in full (GET) whatever the lists show: the safety net for
     /// changes a list cannot show. Spread over the interval; grown when the objects cannot be
     /// read within it at the drift share of the QPS.
-    #[arg(long, env = "AIGW_FULL_READ_INTERVAL", hide_env_values = true, default_value = "24h", value_parser = humantime::parse_duration, value_name = "DUR")]
+    #[arg(long, env = "AIGW_FULL_READ_INTERVAL", default_value = "24h", value_parser = humantime::parse_duration, value_name = "DUR")]
     full_read_interval: Duration,
     /// Share of a Connection's QPS the drift reads may use (0 < S ≤ 1); the rest is kept for spec
     /// changes, creates and deletes.
-    #[arg(long, env = "AIGW_DRIFT_QPS_SHARE", hide_env_values = true, default_value_t = 0.5, value_parser = parse_share, value_name = "S")]
+    #[arg(long, env = "AIGW_DRIFT_QPS_SHARE", default_value_t = 0.5, value_parser = parse_share, value_name = "S")]
     drift_qps_share: f64,
     /// The shortest `spec.rotation.interval` this operator rotates at: a shorter one (and, for
     /// an ApiKey, one shorter than its `transitionPeriod`) is raised to it, with a
     /// `RotationIntervalRaised` condition and Warning event. At least 1s.
-    #[arg(long, env = "AIGW_MIN_ROTATION_INTERVAL", hide_env_values = true, default_value = "1h", value_parser = parse_min_rotation_interval, value_name = "DUR")]
+    #[arg(long, env = "AIGW_MIN_ROTATION_INTERVAL", default_value = "1h", value_parser = parse_min_rotation_interval, value_name = "DUR")]
     min_rotation_interval: Duration,
     /// The least time between two rotations of one resource, whatever asks for them (the
     /// interval, a changed `spec.rotation.trigger`): a later one waits, shown in
     /// `status.rotationHeldUntil`. `0s` spaces nothing.
-    #[arg(long, env = "AIGW_ROTATION_SPACING", hide_env_values = true, default_value = "5m", value_parser = humantime::parse_duration, value_name = "DUR")]
+    #[arg(long, env = "AIGW_ROTATION_SPACING", default_value = "5m", value_parser = humantime::parse_duration, value_name = "DUR")]
     rotation_spacing: Duration,
     /// How long one management-API request may take before it counts as timed out (the
     /// default connection's and every Connection's).
-    #[arg(long, env = "AIGW_API_TIMEOUT", hide_env_values = true, default_value = "30s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    #[arg(long, env = "AIGW_API_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration, value_name = "DUR")]
     api_timeout: Duration,
     /// The longest a management-API call may run: after a lost answer (a crash, a timeout,
     /// a reset), a create or rotation is done again only once the call it recorded cannot
     /// still be running. At least `--api-timeout` plus 5s.
-    #[arg(long, env = "AIGW_LONGEST_API_CALL", hide_env_values = true, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    #[arg(long, env = "AIGW_LONGEST_API_CALL", default_value = "60s", value_parser = humantime::parse_duration, value_name = "DUR")]
     longest_api_call: Duration,
     /// How long the API's lists may lag its creates: a create whose answer was lost is taken
     /// for one that made nothing only by a list taken this long after it ended. Raise it for an
     /// API whose lists lag more.
-    #[arg(long, env = "AIGW_LIST_SETTLE", hide_env_values = true, default_value = "30s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    #[arg(long, env = "AIGW_LIST_SETTLE", default_value = "30s", value_parser = humantime::parse_duration, value_name = "DUR")]
     list_settle: Duration,
     /// Watches listing at once, over every kind and namespace (`0`: any number); the rest wait
     /// their turn. With many `--namespace` watches, or shards handing namespaces over, lists
     /// sent together overload the apiserver (500s, 429s) and leave the caches behind.
-    #[arg(long, env = "AIGW_CONCURRENT_LISTS", hide_env_values = true, default_value_t = aigw::controller::runtime::lists::AT_ONCE, value_name = "N")]
+    #[arg(long, env = "AIGW_CONCURRENT_LISTS", default_value_t = aigw::controller::runtime::lists::AT_ONCE, value_name = "N")]
     concurrent_lists: usize,
     /// Speak HTTP/1.1 to the apiserver: one connection per watch and per request in flight, as
     /// kube's own client does. By default aigw speaks HTTP/2 where the apiserver offers it (TLS
     /// ALPN), every watch and request a stream of one connection; this is for a proxy or
     /// apiserver that misbehaves with it.
-    #[arg(long, env = "AIGW_KUBE_HTTP1", hide_env_values = true)]
+    #[arg(long, env = "AIGW_KUBE_HTTP1")]
     kube_http1: bool,
     /// YAML file with the tenancy grants of the default connection (the one these flags define),
     /// in the shape of a Connection's `spec.grants`: which namespaces may use it, for which
     /// workspaces, and whether they may adopt. Without it, the default connection is open to
     /// every watched namespace, every workspace, and adoption.
-    #[arg(
-        long,
-        env = "AIGW_GRANTS_FILE",
-        hide_env_values = true,
-        value_name = "FILE"
-    )]
+    #[arg(long, env = "AIGW_GRANTS_FILE", value_name = "FILE")]
     grants_file: Option<PathBuf>,
     /// The only namespace Connections may read Secrets from (tokens, client credentials,
     /// header values). Default: the operator's own namespace (`POD_NAMESPACE`); when that is
     /// unknown too, any namespace.
-    #[arg(
-        long,
-        env = "AIGW_CONNECTION_SECRET_NAMESPACE",
-        hide_env_values = true,
-        value_name = "NS"
-    )]
+    #[arg(long, env = "AIGW_CONNECTION_SECRET_NAMESPACE", value_name = "NS")]
     connection_secret_namespace: Option<String>,
     /// Read everything and write nothing: no management-API write, no status, finalizer or
     /// Secret write, no Lease (it runs beside the real operator). Each write a reconcile reaches
     /// is logged and published as a `WouldCreate`, `WouldUpdate`, `WouldDelete` or `WouldRotate`
     /// event, and counted in `aigw_dry_run_actions_total{kind,action}`.
-    #[arg(long, env = "AIGW_DRY_RUN", hide_env_values = true)]
+    #[arg(long, env = "AIGW_DRY_RUN")]
     dry_run: bool,
     /// Hold the Lease `aigw` so that of several replicas only one reconciles (the others stand
     /// by with warm caches); `--leader-elect=false` makes this replica always act.
-    #[arg(
-        long,
-        env = "AIGW_LEADER_ELECT",
-        hide_env_values = true,
-        default_value_t = true
-    )]
+    #[arg(long, env = "AIGW_LEADER_ELECT", default_value_t = true)]
     leader_elect: bool,
     /// Active-active shards: every replica holds a Lease of its own (`aigw-<identity>` in the
     /// leader-election namespace) and the live replicas split the objects among themselves by
     /// namespace (by uid for cluster-scoped kinds). Needs `--leader-elect`.
-    #[arg(
-        long,
-        env = "AIGW_SHARDS",
-        hide_env_values = true,
-        default_value_t = false
-    )]
+    #[arg(long, env = "AIGW_SHARDS", default_value_t = false)]
     shards: bool,
     /// Namespace of the leader Lease (the pod's namespace via `POD_NAMESPACE`, else `default`).
     #[arg(
         long,
         env = "POD_NAMESPACE",
-        hide_env_values = true,
         default_value = "default",
         value_name = "NS"
     )]
     leader_election_namespace: String,
     /// How long the Lease lasts after its holder's last renewal before another replica may take
     /// it: the longest a dead leader's objects wait (whole seconds, at least 2s).
-    #[arg(long, env = "AIGW_LEADER_ELECT_LEASE_DURATION", hide_env_values = true, default_value = "15s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    #[arg(long, env = "AIGW_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration, value_name = "DUR")]
     leader_elect_lease_duration: Duration,
     /// How long the holder keeps acting without a successful renewal; shorter than the lease
     /// duration, so it stops before another replica may start.
-    #[arg(long, env = "AIGW_LEADER_ELECT_RENEW_DEADLINE", hide_env_values = true, default_value = "10s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    #[arg(long, env = "AIGW_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration, value_name = "DUR")]
     leader_elect_renew_deadline: Duration,
     /// How often the holder renews the Lease and a standby looks at it; shorter than the renew
     /// deadline.
-    #[arg(long, env = "AIGW_LEADER_ELECT_RETRY_PERIOD", hide_env_values = true, default_value = "2s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    #[arg(long, env = "AIGW_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration, value_name = "DUR")]
     leader_elect_retry_period: Duration,
     /// Address for Prometheus metrics (`/metrics`), `/healthz` and `/readyz`.
     #[arg(
         long,
         env = "AIGW_METRICS_ADDR",
-        hide_env_values = true,
         default_value = "127.0.0.1:9090",
         value_name = "ADDR"
     )]

@@ -18,7 +18,7 @@ pub struct PlanArgs {
     #[command(flatten)]
     manifests: super::validate::Manifests,
     /// As `aigw validate`: the `--min-rotation-interval` of the operator the manifests are for.
-    #[arg(long, env = "AIGW_MIN_ROTATION_INTERVAL", hide_env_values = true, default_value = "1h", value_parser = humantime::parse_duration, value_name = "DUR")]
+    #[arg(long, env = "AIGW_MIN_ROTATION_INTERVAL", default_value = "1h", value_parser = humantime::parse_duration, value_name = "DUR")]
     min_rotation_interval: std::time::Duration,
     #[command(flatten)]
     target: TargetArgs,
@@ -50,32 +50,17 @@ pub struct TargetArgs {
     /// `--connection-secret-namespace` (its own namespace, e.g. `aigw-system`). Required with
     /// `--connection` and `--kubeconfig`: a manifest naming another namespace is refused, as the
     /// operator refuses it.
-    #[arg(
-        long,
-        env = "AIGW_CONNECTION_SECRET_NAMESPACE",
-        hide_env_values = true,
-        value_name = "NS"
-    )]
+    #[arg(long, env = "AIGW_CONNECTION_SECRET_NAMESPACE", value_name = "NS")]
     connection_secret_namespace: Option<String>,
     /// Kubeconfig for reads from the cluster: the live resources' `status.slug`/`status.id`
     /// (plan) and a Connection's Secrets. Nothing is written.
-    #[arg(
-        long,
-        env = "AIGW_KUBECONFIG",
-        hide_env_values = true,
-        value_name = "FILE"
-    )]
+    #[arg(long, env = "AIGW_KUBECONFIG", value_name = "FILE")]
     pub(crate) kubeconfig: Option<PathBuf>,
     /// The grants of the connection these flags define, as the operator's `--grants-file`
     /// (a YAML list in the shape of a Connection's `spec.grants`). With `--kubeconfig`, plan
     /// judges a manifest naming the Connection `default` by them when no Connection of that
     /// name exists (e.g. `spec.promotion.after` in another namespace needs `promoteFrom`).
-    #[arg(
-        long,
-        env = "AIGW_GRANTS_FILE",
-        hide_env_values = true,
-        value_name = "FILE"
-    )]
+    #[arg(long, env = "AIGW_GRANTS_FILE", value_name = "FILE")]
     pub(crate) grants_file: Option<PathBuf>,
 }
 

@@ -51,12 +51,7 @@ struct Target {
     #[arg(long, short = 'n', value_name = "NS")]
     namespace: Option<String>,
     /// Kubeconfig; default: `KUBECONFIG`, `~/.kube/config`, or the in-cluster config.
-    #[arg(
-        long,
-        env = "AIGW_KUBECONFIG",
-        hide_env_values = true,
-        value_name = "FILE"
-    )]
+    #[arg(long, env = "AIGW_KUBECONFIG", value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
 }
 

@@ -11,7 +11,7 @@ pub struct ValidateArgs {
     manifests: Manifests,
     /// The `--min-rotation-interval` of the operator the manifests are for: a shorter
     /// `spec.rotation.interval` is refused (the operator would raise it).
-    #[arg(long, env = "AIGW_MIN_ROTATION_INTERVAL", hide_env_values = true, default_value = "1h", value_parser = humantime::parse_duration, value_name = "DUR")]
+    #[arg(long, env = "AIGW_MIN_ROTATION_INTERVAL", default_value = "1h", value_parser = humantime::parse_duration, value_name = "DUR")]
     min_rotation_interval: std::time::Duration,
 }
 

@@ -162,13 +162,19 @@ fn no_document_and_a_usage_mistake_exit_1() {
     ];
     let report = exited(&aigw(&header), 1);
     assert!(!report.contains("sk-usage-leak-1"), "{report}");
-    let help = Command::new(env!("CARGO_BIN_EXE_aigw"))
-        .args(["emulator", "--help"])
-        .env("AIGW_EMULATOR_TOKEN", "emulator-t0ken-leak")
-        .output()
-        .unwrap();
-    let report = exited(&help, 0);
-    assert!(!report.contains("emulator-t0ken-leak"), "{report}");
+    for (command, variable) in [
+        ("api", "AIGW_MANAGEMENT_URL"),
+        ("operator", "AIGW_GATEWAY_URL"),
+    ] {
+        let help = Command::new(env!("CARGO_BIN_EXE_aigw"))
+            .args([command, "--help"])
+            .env(variable, "https://svc:help-leak-1@api.example")
+            .output()
+            .unwrap();
+        let report = exited(&help, 0);
+        assert_in(&report, &format!("[env: {variable}]"));
+        assert!(!report.contains("help-leak-1"), "{report}");
+    }
 }
 
 /// A list keyed by a field (`x-kubernetes-list-type: map`) holds each key once, as the
