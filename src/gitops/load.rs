@@ -2,6 +2,7 @@
 //! stdin, each holding one or more YAML documents or one JSON value. A `kind: List` is expanded
 //! into its items, as `kubectl apply` does.
 
+use std::cell::RefCell;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -123,11 +124,12 @@ fn files_under(path: &Path) -> Result<Vec<PathBuf>, GitopsError> {
 pub fn parse_into(loaded: &mut Loaded, source: &str, text: &str, is_json: bool) {
     if is_json {
         let mut json = serde_json::Deserializer::from_str(text);
-        let read = Capped(READ_DEPTH)
+        let twice = RefCell::default();
+        let read = Capped(READ_DEPTH, &twice)
             .deserialize(&mut json)
             .and_then(|value| json.end().map(|()| value));
         match read {
-            Ok(value) => push(loaded, source, 0, value),
+            Ok(value) => push_once(loaded, source, 0, value, twice),
             Err(e) => loaded.failures.push(ParseFailure {
                 source: source.into(),
                 index: 0,
@@ -137,8 +139,9 @@ pub fn parse_into(loaded: &mut Loaded, source: &str, text: &str, is_json: bool) 
         return;
     }
     for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        match Capped(READ_DEPTH).deserialize(document) {
-            Ok(value) => push(loaded, source, index, value),
+        let twice = RefCell::default();
+        match Capped(READ_DEPTH, &twice).deserialize(document) {
+            Ok(value) => push_once(loaded, source, index, value, twice),
             Err(e) => {
                 loaded.failures.push(ParseFailure {
                     source: source.into(),
@@ -159,10 +162,32 @@ pub fn parse_into(loaded: &mut Loaded, source: &str, text: &str, is_json: bool) 
 /// to load at the parsers' recursion limit (128 levels), which names nothing.
 const READ_DEPTH: usize = 100;
 
-/// A JSON value read at most `.0` levels of objects and arrays deep (see [`READ_DEPTH`]).
-struct Capped(usize);
+/// [`push`] a document whose keys were each written once; one with a key written `twice` is
+/// a failure naming them, as `kubectl apply` refuses it (strict field validation), and the
+/// documents after it are still read.
+fn push_once(
+    loaded: &mut Loaded,
+    source: &str,
+    index: usize,
+    value: Value,
+    twice: RefCell<Vec<String>>,
+) {
+    let twice = twice.into_inner();
+    if twice.is_empty() {
+        return push(loaded, source, index, value);
+    }
+    loaded.failures.push(ParseFailure {
+        source: source.into(),
+        index,
+        message: format!("mapping key defined twice: {}", twice.join(", ")),
+    });
+}
 
-impl<'de> serde::de::DeserializeSeed<'de> for Capped {
+/// A JSON value read at most `.0` levels of objects and arrays deep (see [`READ_DEPTH`]); the
+/// keys an object holds twice are added to `.1` (the last value is kept meanwhile).
+struct Capped<'t>(usize, &'t RefCell<Vec<String>>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Capped<'_> {
     type Value = Value;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
@@ -170,7 +195,7 @@ impl<'de> serde::de::DeserializeSeed<'de> for Capped {
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for Capped {
+impl<'de> serde::de::Visitor<'de> for Capped<'_> {
     type Value = Value;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -209,7 +234,7 @@ impl<'de> serde::de::Visitor<'de> for Capped {
             return Ok(Value::Null);
         };
         let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(Capped(levels))? {
+        while let Some(item) = seq.next_element_seed(Capped(levels, self.1))? {
             items.push(item);
         }
         Ok(Value::Array(items))
@@ -224,7 +249,11 @@ impl<'de> serde::de::Visitor<'de> for Capped {
         };
         let mut object = serde_json::Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            object.insert(key, map.next_value_seed(Capped(levels))?);
+            if object.contains_key(&key) {
+                self.1.borrow_mut().push(format!("{key:?}"));
+            }
+            let value = map.next_value_seed(Capped(levels, self.1))?;
+            object.insert(key, value);
         }
         Ok(Value::Object(object))
     }
@@ -289,5 +318,28 @@ mod tests {
         assert_eq!(loaded.documents[1].location(), "l.yaml#0.items[1]");
         assert_eq!(loaded.failures.len(), 1);
         assert_eq!(loaded.failures[0].index, 1);
+    }
+
+    /// A key written twice is a failure naming it, in YAML and in JSON; the last one does not
+    /// silently win.
+    #[test]
+    fn a_key_written_twice_is_a_failure() {
+        let mut loaded = Loaded::default();
+        let yaml = "kind: A\nspec:\n  value: 10\n  value: 20\n";
+        parse_into(&mut loaded, "d.yaml", yaml, false);
+        parse_into(&mut loaded, "d.json", r#"{"kind": "A", "kind": "B"}"#, true);
+        assert!(loaded.documents.is_empty(), "{:?}", loaded.documents);
+        let messages: Vec<&str> = loaded.failures.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert_eq!(messages[0], r#"mapping key defined twice: "value""#);
+        assert_eq!(messages[1], r#"mapping key defined twice: "kind""#);
+        // The documents after one with a key twice are still read.
+        parse_into(
+            &mut loaded,
+            "e.yaml",
+            "kind: A\nkind: A\n---\nkind: B\n",
+            false,
+        );
+        assert_eq!(loaded.documents.len(), 1, "{:?}", loaded.documents);
     }
 }

@@ -352,7 +352,9 @@ impl Validator {
             report.problems.push(problem("apiVersion", message));
             return;
         }
-        let mut violations = seen.duplicates(kind, &resource, value, &document.location());
+        // A cluster-scoped object is one object whatever namespace its manifest names.
+        let identity = display(kind, namespace.filter(|_| schema.namespaced), name);
+        let mut violations = seen.duplicates(kind, &identity, value, &document.location());
         check_metadata(&value["metadata"], schema.namespaced, &mut violations);
         // The free-form fields' bounds first: the schema's checks walk what they hold.
         let bounds = crate::resources::free_form::check(&schema.schema, value);

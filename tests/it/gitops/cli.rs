@@ -208,6 +208,15 @@ spec:
         "apiVersion: Invalid value: \"aigw.io\": an aigw kind's apiVersion is aigw.io/<version>",
     );
     assert_in(&report, "ignored 1 other document");
+    // A cluster-scoped object named twice, once with a namespace, is one object twice; a key
+    // written twice is a failure, never the last one winning.
+    let twice = "apiVersion: aigw.io/v1alpha1\nkind: Integration\nmetadata: {name: openai}\nspec: {slug: openai, name: a, aiProviderId: openai}\n---\napiVersion: aigw.io/v1alpha1\nkind: Integration\nmetadata: {name: openai, namespace: team-a}\nspec: {slug: openai, name: a, name: b, aiProviderId: openai}\n---\napiVersion: aigw.io/v1alpha1\nkind: Integration\nmetadata: {name: openai, namespace: team-a}\nspec: {slug: openai, name: a, aiProviderId: openai}\n";
+    let report = exited(&aigw_stdin(&["validate", "-f", "-"], twice), 1);
+    assert_in(
+        &report,
+        "duplicate: Integration openai is also defined at -#0",
+    );
+    assert_in(&report, r#"mapping key defined twice: "name""#);
 }
 
 /// A directory's links to directories are not followed: a link to `.` or `..` would read the
