@@ -50,11 +50,18 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         live_secret_refs: live_secret_refs.refs,
         live_masking: live_secret_refs.masking,
         live_integration_refs: live_secret_refs.integration_refs,
+        live_recorded: live.as_ref().map(|_| live_secret_refs.recorded),
     };
     let exported = export(&api, &options).await?;
     exported.write(&args.out)?;
     for skipped in &exported.skipped {
         eprintln!("skipped {skipped}");
+    }
+    if !exported.unrecognised.is_empty() {
+        eprintln!(
+            "note: no live resource records {}: values taken from Secrets at paths that do not look secret (a hook id, a guardrail parameter) cannot be recognised in them; review those files before committing them",
+            exported.unrecognised.join(", ")
+        );
     }
     let counts = counted(&exported.counts).unwrap_or_else(|| "nothing".to_string());
     super::write_stdout(&format!(

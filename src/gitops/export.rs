@@ -53,6 +53,11 @@ pub struct ExportOptions {
     /// names: those configurations came from Secrets and are never exported, even a public
     /// setting the API reads back.
     pub live_integration_refs: HashMap<String, Vec<ConfigSecretRef>>,
+    /// Every remote slug and id a live Config, Guardrail or ClusterGuardrail records (`None`:
+    /// the cluster was not read). A document none records may hold values some other operator
+    /// or an orphaned resource took from Secrets, at paths nothing here names: it is exported,
+    /// and listed in [`Export::unrecognised`].
+    pub live_recorded: Option<HashSet<String>>,
 }
 
 /// What [`live_secret_refs`] found: the `spec.secretRefs` of the live resources, and what to
@@ -63,6 +68,8 @@ pub struct LiveSecrets {
     pub masking: HashMap<String, Masking>,
     /// The live Integrations' references, for [`ExportOptions::live_integration_refs`].
     pub integration_refs: HashMap<String, Vec<ConfigSecretRef>>,
+    /// For [`ExportOptions::live_recorded`].
+    pub recorded: HashSet<String>,
 }
 
 /// The `spec.secretRefs` of every Config, Guardrail and ClusterGuardrail of the cluster, by the
@@ -220,6 +227,7 @@ where
     K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
     for record in live_records::<K>(kube, what).await? {
+        live.recorded.extend(record.recorded.iter().cloned());
         // `refs`, not only the current spec's: while a newer spec waits (a promotion gate, a
         // pause, a stall) the remote still holds the values the version applied last took from
         // Secrets, at paths only `status.history` names.
@@ -269,6 +277,10 @@ pub struct Export {
     pub files: Vec<ExportFile>,
     /// Objects left out, with why.
     pub skipped: Vec<String>,
+    /// Documents exported that no live resource records, though the cluster was read
+    /// ([`ExportOptions::live_recorded`]): values taken from Secrets at paths that do not look
+    /// secret cannot be recognised in them.
+    pub unrecognised: Vec<String>,
     /// Manifests written per kind.
     pub counts: BTreeMap<&'static str, usize>,
 }
@@ -491,6 +503,14 @@ impl<'o> Builder<'o> {
         key: &str,
     ) -> bool {
         let Some(masking) = self.options.live_masking.get(key) else {
+            if self
+                .options
+                .live_recorded
+                .as_ref()
+                .is_some_and(|recorded| !recorded.contains(key))
+            {
+                self.export.unrecognised.push(what.to_string());
+            }
             return true;
         };
         let mut masking = masking.clone();

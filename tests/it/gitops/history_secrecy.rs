@@ -218,6 +218,17 @@ async fn export_hides_a_value_only_the_history_names() {
         .await
         .unwrap();
 
+    // A config no live resource records (another cluster's, an orphaned one's): exported, and
+    // named as one whose Secret-backed values cannot be recognised.
+    let orphan = h
+        .post(
+            "/ai_gw/v2/configs",
+            json!({"name": "orphan", "config": {"strategy": {"mode": "single"},
+                   "targets": [{"provider": "@openai"}]}}),
+        )
+        .await;
+    let orphan = orphan["slug"].as_str().expect("slug").to_string();
+
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, support::harness::TOKEN).unwrap();
@@ -233,10 +244,13 @@ async fn export_hides_a_value_only_the_history_names() {
     ]
     .map(String::from)
     .to_vec();
-    let (_, exported) = exported_without(VALUE, dir.path(), args).await;
+    let (out, exported) = exported_without(VALUE, dir.path(), args).await;
     assert!(
         exported.contains(&slug),
         "the config was exported: {exported}"
     );
+    let note = format!("note: no live resource records config {orphan}");
+    assert!(out.contains(&note), "{out}");
+    assert!(!out.contains(&format!("records config {slug}")), "{out}");
     h.stop().await;
 }
