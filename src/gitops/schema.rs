@@ -248,15 +248,14 @@ pub fn without_null_fields(schema: &JSONSchemaProps, value: &Value) -> Value {
             let mut kept = serde_json::Map::new();
             for (key, field) in map {
                 let declared = schema.properties.as_ref().and_then(|p| p.get(key));
-                match declared.or(additional) {
-                    Some(_) if field.is_null() && declared.is_some() => {}
-                    Some(child) => {
-                        kept.insert(key.clone(), without_null_fields(child, field));
-                    }
-                    None => {
-                        kept.insert(key.clone(), field.clone());
-                    }
+                if field.is_null() && declared.is_some() {
+                    continue;
                 }
+                let field = match declared.or(additional) {
+                    Some(child) => without_null_fields(child, field),
+                    None => field.clone(),
+                };
+                kept.insert(key.clone(), field);
             }
             Value::Object(kept)
         }
@@ -273,22 +272,19 @@ pub fn without_null_fields(schema: &JSONSchemaProps, value: &Value) -> Value {
 /// A `set` list's items, and a `map` list's keys (`x-kubernetes-list-map-keys`), each once, as
 /// the apiserver refuses them: `Duplicate value`.
 fn check_unique(schema: &JSONSchemaProps, items: &[Value], path: &str, out: &mut Vec<Violation>) {
-    let identity = |item: &Value| -> Value {
-        match schema.x_kubernetes_list_type.as_deref() {
-            Some("map") => {
-                let keys = schema.x_kubernetes_list_map_keys.iter().flatten();
-                let fields = keys.map(|k| (k.clone(), item.get(k).cloned().unwrap_or(Value::Null)));
-                Value::Object(fields.collect())
-            }
-            _ => item.clone(),
-        }
+    let by_keys = match schema.x_kubernetes_list_type.as_deref() {
+        Some("map") => true,
+        Some("set") => false,
+        _ => return,
     };
-    if !matches!(
-        schema.x_kubernetes_list_type.as_deref(),
-        Some("map" | "set")
-    ) {
-        return;
-    }
+    let identity = |item: &Value| match by_keys {
+        true => {
+            let keys = schema.x_kubernetes_list_map_keys.iter().flatten();
+            let fields = keys.map(|k| (k.clone(), item.get(k).cloned().unwrap_or(Value::Null)));
+            Value::Object(fields.collect())
+        }
+        false => item.clone(),
+    };
     let mut seen: Vec<Value> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let id = identity(item);

@@ -305,8 +305,7 @@ impl Validator {
         // An aigw kind under an apiVersion that is not `aigw.io/<version>` (a group without a
         // version, a misspelt group) is a mistake `kubectl apply` would fail on, never another
         // tool's document to ignore.
-        let ours = self.kinds.contains_key(kind)
-            && (api_version == GROUP || api_version.starts_with(GROUP));
+        let ours = self.kinds.contains_key(kind) && api_version.starts_with(GROUP);
         let Some((_, version)) = api_version.split_once('/').filter(|(g, _)| *g == GROUP) else {
             if ours {
                 let name = value["metadata"]["name"].as_str().unwrap_or_default();

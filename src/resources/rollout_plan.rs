@@ -126,11 +126,11 @@ pub fn judge(
     }
     // A latency threshold with no latency read (the counts and the latency are two reads, and
     // an empty or lagging one is null) judged nothing: it waits, as for traffic.
-    let unread = |p90: Option<f64>| p90.is_none();
-    let absolute_unread = analysis.max_p90_latency_ms.is_some() && unread(candidate.p90_latency_ms);
+    let absolute_unread =
+        analysis.max_p90_latency_ms.is_some() && candidate.p90_latency_ms.is_none();
     let relative_unread = analysis.max_p90_latency_ratio.is_some()
         && stable_judged
-        && (unread(candidate.p90_latency_ms) || unread(stable.p90_latency_ms));
+        && (candidate.p90_latency_ms.is_none() || stable.p90_latency_ms.is_none());
     if absolute_unread || relative_unread {
         return Verdict::Wait(format!(
             "no p90 latency read yet for the latency threshold ({figures})"

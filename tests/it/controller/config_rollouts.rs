@@ -237,12 +237,16 @@ async fn completed(
     done
 }
 
-/// Faults under which the candidate is the healthier: the stable provider fails 1 % of requests.
-async fn healthy_candidate(h: &Harness) {
+/// [`with_keys`], with faults under which the candidate is the healthier (the stable provider
+/// fails 1 % of requests), and [`Traffic`] through every key.
+async fn healthy_traffic(prefix: &str) -> (Harness, Vec<(String, String)>, Traffic) {
+    let (h, keys) = with_keys(prefix).await;
     h.faults(json!({"gateway_seed": 3, "providers": {
         "stable-openai": {"error_rate": 0.01, "status": 502, "latency_ms": 2},
         "candidate-openai": {"latency_ms": 2}}}))
         .await;
+    let traffic = Traffic::start(&h).await;
+    (h, keys, traffic)
 }
 
 /// Creates the rollout `checkout` (two steps of 1 s, `analysis.maxWait` of `max_wait`); the
@@ -341,9 +345,7 @@ async fn config_writes(h: &Harness, id: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_healthy_candidate_completes_every_step() {
-    let (h, keys) = with_keys("rollout-ok").await;
-    healthy_candidate(&h).await;
-    let traffic = Traffic::start(&h).await;
+    let (h, keys, traffic) = healthy_traffic("rollout-ok").await;
     create_rollout(&h, "checkout", three_steps()).await;
 
     let done = h
@@ -674,9 +676,7 @@ async fn a_restarted_operator_resumes_without_moving_a_key_twice() {
 /// step 2").
 #[tokio::test]
 async fn steps_shortened_under_way_go_on_from_the_step_covering_the_moved_keys() {
-    let (h, keys) = with_keys("rollout-replan").await;
-    healthy_candidate(&h).await;
-    let traffic = Traffic::start(&h).await;
+    let (h, keys, traffic) = healthy_traffic("rollout-replan").await;
     let four = steps(&[(25, "1s"), (50, "1s"), (75, "1h"), (100, "1s")]);
     create_rollout(&h, "checkout", four).await;
     let paused = h
@@ -728,9 +728,7 @@ async fn steps_shortened_under_way_go_on_from_the_step_covering_the_moved_keys()
 /// (before: the rollout went on, and the next steps moved keys onto a document never judged).
 #[tokio::test]
 async fn a_candidate_edited_mid_step_starts_the_step_again() {
-    let (h, _keys) = with_keys("rollout-edit").await;
-    healthy_candidate(&h).await;
-    let traffic = Traffic::start(&h).await;
+    let (h, _keys, traffic) = healthy_traffic("rollout-edit").await;
     let started = start_rollout(&h, "checkout", steps(&[(50, "8s"), (100, "1s")])).await;
     let before = status(&started);
     let version = before
