@@ -214,14 +214,20 @@ impl McpServerSpec {
         integration: &[&str],
     ) -> Vec<&'static str> {
         let instantiates = remote.mcp_integration_id.as_deref();
-        let workspace = remote.workspace_id.as_deref();
+        let integration_slug = remote.mcp_integration_slug.as_deref();
+        let wanted = self.workspace();
         differing([
             ("slug", other_slug(self.slug.as_ref(), &remote.slug)),
-            ("workspaceId", other_workspace(workspace, self.workspace())),
+            (
+                "workspaceId",
+                other_workspace(remote.workspace_id.as_deref(), wanted)
+                    && remote.workspace_slug.as_deref() != Some(wanted),
+            ),
             (
                 "integration",
                 !integration.is_empty()
-                    && instantiates.is_some_and(|id| !integration.contains(&id)),
+                    && instantiates.is_some_and(|id| !integration.contains(&id))
+                    && integration_slug.is_none_or(|slug| !integration.contains(&slug)),
             ),
         ])
     }

@@ -305,7 +305,11 @@ pub struct McpServer {
     pub description: Option<String>,
     pub mcp_integration_id: Option<String>,
     /// List rows only.
+    pub mcp_integration_slug: Option<String>,
+    /// List rows only.
     pub workspace_id: Option<String>,
+    /// List rows only.
+    pub workspace_slug: Option<String>,
     pub status: Option<String>,
     /// Detail only.
     pub guardrail_mappings: Option<Vec<McpServerMapping>>,

@@ -234,7 +234,7 @@ impl Verbs for McpIntegration {
         let client = cx.api(Op::Read).await?;
         let mut fields = Vec::new();
         if !self.spec.workspaces.is_empty() || !status.workspaces.is_empty() {
-            let wanted = wanted_access(self, cx.ctx)?;
+            let wanted = wanted_access(self, cx).await?;
             let rows = read_workspaces(client, &key).await?;
             if !access_updates(&wanted, &rows, &status.workspaces).is_empty() {
                 fields.push("workspaces");
@@ -322,20 +322,36 @@ fn conceal_strings(cx: &Cx<'_, McpIntegration>, value: &Value) {
 
 /// `spec.workspaces` resolved: a Workspace resource to the UUID it recorded (and its slug, which
 /// a read row may carry), once it is Ready on a Connection of this integration's tenant (until
-/// then the integration waits: `WorkspaceNotReady`); a `workspace` as written.
-fn wanted_access(integration: &McpIntegration, ctx: &Context) -> Result<Vec<WantedAccess>, Error> {
-    let mut wanted = Vec::with_capacity(integration.spec.workspaces.len());
-    for entry in &integration.spec.workspaces {
+/// then the integration waits: `WorkspaceNotReady`); a `workspace` (UUID or slug) to the
+/// workspace one read finds, since rows read back under the UUID (FACTS-rest §5). A workspace
+/// listed twice (by both keys, or by a resource and its UUID) is refused: its two rows would
+/// be sent in turn for ever.
+async fn wanted_access(
+    integration: &McpIntegration,
+    cx: &Cx<'_, McpIntegration>,
+) -> Result<Vec<WantedAccess>, Halt> {
+    let mut wanted: Vec<WantedAccess> = Vec::with_capacity(integration.spec.workspaces.len());
+    for (i, entry) in integration.spec.workspaces.iter().enumerate() {
         let (id, keys) = match (&entry.workspace_ref, &entry.workspace) {
-            (Some(named), _) => ready_workspace(integration, ctx, &named.name)?,
-            (None, Some(given)) => (given.clone(), vec![given.clone()]),
+            (Some(named), _) => ready_workspace(integration, cx.ctx, &named.name)?,
+            (None, Some(given)) => given_workspace(cx, given).await?,
             (None, None) => {
                 return Err(Error::InvalidSpec(
                     "a spec.workspaces entry names no workspace: set workspaceRef or workspace"
                         .into(),
-                ));
+                )
+                .into());
             }
         };
+        if wanted
+            .iter()
+            .any(|w| w.keys.iter().any(|k| keys.contains(k)))
+        {
+            return Err(Error::InvalidSpec(format!(
+                "spec.workspaces[{i}] names workspace {id} a second time: list each workspace once"
+            ))
+            .into());
+        }
         wanted.push(WantedAccess {
             id,
             keys,
@@ -343,6 +359,28 @@ fn wanted_access(integration: &McpIntegration, ctx: &Context) -> Result<Vec<Want
         });
     }
     Ok(wanted)
+}
+
+/// The UUID and the keys (UUID and slug) of the workspace `given` names, by one read; one the
+/// read does not find (or may not see) is sent as written (the access PUT's answer tells).
+async fn given_workspace(
+    cx: &Cx<'_, McpIntegration>,
+    given: &str,
+) -> Result<(String, Vec<String>), Halt> {
+    match cx.api(Op::Read).await?.workspaces().get(given).await {
+        Ok(found) if !found.id.is_empty() => {
+            let keys = [found.id.clone(), found.slug].into_iter();
+            Ok((found.id, keys.filter(|k| !k.is_empty()).collect()))
+        }
+        Ok(_) => Ok((given.to_string(), vec![given.to_string()])),
+        Err(e) if e.is_not_found() || e.is_not_visible() => {
+            Ok((given.to_string(), vec![given.to_string()]))
+        }
+        Err(e) => {
+            let action = format!("read workspace {given} named by spec.workspaces");
+            Err(Error::api(action, e).into())
+        }
+    }
 }
 
 /// The UUID (and the keys: UUID and slug) the Workspace resource `name` recorded, once it can be
@@ -388,7 +426,7 @@ async fn apply_access<'a>(
     if integration.spec.workspaces.is_empty() && status.workspaces.is_empty() {
         return Ok(None);
     }
-    let wanted = wanted_access(integration, cx.ctx)?;
+    let wanted = wanted_access(integration, cx).await?;
     let enabled: Vec<String> = wanted
         .iter()
         .filter(|w| w.enabled)

@@ -200,10 +200,11 @@ impl OwnCalls for McpServer {
             ..Default::default()
         };
         let rows = client.mcp_servers().list(&query).await?;
-        detail.workspace_id = rows
-            .into_iter()
-            .find(|r| r.id == detail.id)
-            .and_then(|r| r.workspace_id);
+        if let Some(row) = rows.into_iter().find(|r| r.id == detail.id) {
+            detail.workspace_id = row.workspace_id;
+            detail.workspace_slug = row.workspace_slug;
+            detail.mcp_integration_slug = row.mcp_integration_slug;
+        }
         Ok(Some(detail))
     }
     fn sent(&self, cx: &Cx<'_, Self>, desired: &Instantiates) -> CreateAttempt {
@@ -331,8 +332,8 @@ fn ready_integration(
             .all()
             .iter()
             .filter_map(|w| w.status.as_ref())
-            .filter(|s| s.id.as_deref() == Some(workspace))
-            .filter_map(|s| s.slug.clone()),
+            .filter(|s| [&s.id, &s.slug].contains(&&Some(workspace.to_string())))
+            .flat_map(|s| [s.id.clone(), s.slug.clone()].into_iter().flatten()),
     );
     let status = integration.status.clone().unwrap_or_default();
     if !status.workspaces.iter().any(|w| names.contains(w)) {
@@ -413,11 +414,17 @@ async fn check_remote_access(
         .global_workspace_access
         .as_ref()
         .is_some_and(|g| g.get("enabled").and_then(|e| e.as_bool()) == Some(true));
-    if global
-        || rows
-            .workspaces
-            .iter()
-            .any(|r| r.enabled && r.id == workspace)
+    let enables = |keys: &[&str]| {
+        let mut enabled = rows.workspaces.iter().filter(|r| r.enabled);
+        enabled.any(|r| keys.contains(&r.id.as_str()))
+    };
+    if global || enables(&[workspace]) {
+        return Ok(());
+    }
+    // Rows read back under the UUID (FACTS-rest §5): a workspace named by slug is read for it.
+    let client = cx.api(Op::Read).await?;
+    if let Ok(found) = client.workspaces().get(workspace).await
+        && enables(&[found.id.as_str(), found.slug.as_str()])
     {
         return Ok(());
     }

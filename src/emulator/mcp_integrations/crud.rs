@@ -22,6 +22,7 @@ use crate::emulator::{
         state::lock,
     },
     integrations::valid_slug,
+    workspaces::WorkspacesState,
 };
 
 /// `url`: an http(s) URI.
@@ -209,17 +210,22 @@ pub(super) async fn workspaces(
     })
 }
 
-/// `PUT …/workspaces` → `{}`.
+/// `PUT …/workspaces` → `{}`. A row names its workspace by UUID or slug and is kept under the
+/// UUID (an admin key's rows read back with UUIDs, FACTS-rest §5); a key no workspace has is kept
+/// as sent.
 pub(super) async fn update_workspaces(
     State(state): State<McpIntegrationsState>,
+    State(workspaces): State<WorkspacesState>,
     Path(key): Path<String>,
     JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
     let items = fields::req_array(&body, "workspaces")?;
     let mut rows = Vec::with_capacity(items.len());
     let mut seen = HashSet::new();
+    let known = lock(&workspaces.workspaces);
     for item in &items {
-        let (_, id, enabled) = fields::access_item(item)?;
+        let (_, sent, enabled) = fields::access_item(item)?;
+        let id = known.find(&sent).map_or(sent, |w| w.key.id.clone());
         if !seen.insert(id.clone()) {
             return Err(EmulatorError::validation(format!(
                 "workspaces names {id} twice"
@@ -227,6 +233,7 @@ pub(super) async fn update_workspaces(
         }
         rows.push((id, enabled));
     }
+    drop(known);
     let global = match body.get("global_workspace_access") {
         None => None,
         Some(Value::Null) => Some(Value::Null),

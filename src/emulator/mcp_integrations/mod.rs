@@ -9,7 +9,9 @@
 //! - `secret_mappings` read `null` until set; a mapping's `target_field` must be
 //!   `configurations.<field>` and unique; `secret_reference_id` is a UUID or slug.
 //! - Workspace access (`…/workspaces`): a PUT merges the listed rows (`override_existing_
-//!   workspace_access: true` disables every other one) and answers `{}`; a row is never deleted:
+//!   workspace_access: true` disables every other one) and answers `{}`; a row naming a known
+//!   workspace by slug is kept, and read back, under its UUID (an admin key's rows, FACTS-rest
+//!   §5); a row is never deleted:
 //!   disabled, it stays listed with `enabled: false, status: "archived"`. `GET` answers the legacy
 //!   `{workspaces, global_workspace_access, object}`, or with `?version=` the
 //!   `{object: "list", global_workspace_access, total, data}` shape.
@@ -32,6 +34,7 @@ mod store;
 use axum::{Router, extract::FromRef, routing::get};
 
 use super::common::routes as common_routes;
+use super::workspaces::WorkspacesState;
 
 pub use capabilities::{capabilities_page, capability_updates, discover, undiscovered};
 pub use store::{McpIntegrationStore, McpIntegrationsState};
@@ -41,6 +44,7 @@ pub fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     McpIntegrationsState: FromRef<S>,
+    WorkspacesState: FromRef<S>,
 {
     let base = "/ai_gw/admin/v2/mcp-integrations";
     common_routes::crud(

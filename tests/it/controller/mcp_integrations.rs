@@ -22,7 +22,7 @@ use support::endpoints::{
 };
 use support::harness::Harness;
 use support::objects::Conditions;
-use support::objects::WS_A;
+use support::objects::{WS_A, WS_B};
 
 const WAIT: Duration = Duration::from_secs(30);
 const FIRST_HEADER: &str = "hdr-first-Qm7Vx2Lp9Rt4";
@@ -416,5 +416,65 @@ async fn a_delete_waits_for_a_whole_list_of_servers() {
     let heal = h.faults(json!({}));
     h.released_then_gone::<McpIntegration>("lone", ("mcp_integrations", &slug), heal)
         .await;
+    h.stop().await;
+}
+
+/// A workspace named by slug reads back under its UUID (FACTS-rest §5): enabled with one PUT,
+/// recorded by UUID, nothing sent at steady state. Named twice (by slug and by UUID) the
+/// integration is refused, naming the entry, and nothing is sent; dropped, it is disabled.
+#[tokio::test]
+async fn a_workspace_named_by_slug_is_matched_under_its_uuid_and_one_named_twice_is_refused() {
+    let h = Harness::start_with_secret_namespace("mcpslug", Duration::from_secs(1)).await;
+    let slug = h.cluster_name("linear");
+    let team = h.cluster_name("team-b");
+    h.seed_workspace(WS_B, "Team B", &team).await;
+    let spec = json!({"slug": slug, "name": "Linear", "url": "https://mcp.example.com/linear",
+                      "authType": "none", "transport": "http",
+                      "workspaces": [{"workspace": team}]});
+    create(&h, "linear", spec).await;
+    let ready = h
+        .wait_cluster::<McpIntegration>("linear", WAIT, |r| r.ready())
+        .await;
+    assert_eq!(ready.status.unwrap().workspaces, [WS_B]);
+    let stored = remote(&h, &slug).await;
+    assert_eq!(row(&stored, WS_B).unwrap()["enabled"], true);
+    // Several drift intervals (1 s): the row is matched, never sent again.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        h.count(MCP_INTEGRATION_WORKSPACES_PUT).await,
+        1,
+        "one PUT, none at steady state"
+    );
+
+    let twice = json!({"spec": {"workspaces": [{"workspace": team}, {"workspace": WS_B}]}});
+    api(&h)
+        .patch(&slug, &PatchParams::default(), &Patch::Merge(twice))
+        .await
+        .unwrap();
+    let refused = h
+        .wait_cluster::<McpIntegration>("linear", WAIT, |r| {
+            r.condition("Ready")
+                .is_some_and(|(s, reason, _)| s == "False" && reason == "InvalidSpec")
+        })
+        .await;
+    let (_, _, message) = refused.condition("Ready").unwrap();
+    assert!(message.contains("spec.workspaces[1]"), "{message}");
+    assert_eq!(
+        h.count(MCP_INTEGRATION_WORKSPACES_PUT).await,
+        1,
+        "nothing sent"
+    );
+
+    let none = json!({"spec": {"workspaces": []}});
+    api(&h)
+        .patch(&slug, &PatchParams::default(), &Patch::Merge(none))
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        let stored = remote(&h, &slug).await;
+        (row(&stored, WS_B)?["enabled"] == false).then_some(())
+    })
+    .await
+    .expect("the dropped workspace was disabled");
     h.stop().await;
 }

@@ -380,3 +380,29 @@ async fn a_foreign_server_of_the_slug_is_never_taken_after_a_lost_create() {
     assert_eq!(h.count(MCP_SERVER_DELETE).await, 0, "{}", h.stats().await);
     h.stop().await;
 }
+
+/// A server naming its workspace and its integration by slug, on a Connection that cannot read
+/// the integration (403): created with one POST, and Ready after, though the server reads back
+/// with UUIDs (its list row carries both slugs); nothing is written at steady state.
+#[tokio::test]
+async fn a_server_named_by_slugs_stays_ready_when_its_integration_cannot_be_read() {
+    let h = Harness::start_with("mcps-slugs", Duration::from_secs(2)).await;
+    let integration = integration(&h, true).await;
+    h.faults(json!({"failing_routes": {
+        "GET /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}": 403
+    }}))
+    .await;
+    let slug = h.env.suffixed("slugs");
+    let spec = json!({"slug": slug, "name": "By slugs", "workspaceId": "payments",
+        "integrationId": integration});
+    support::objects::create::<McpServer>(&h.env, "by-slugs", spec).await;
+    h.wait_for::<McpServer>("by-slugs", WAIT, |s| s.ready())
+        .await;
+    let stored = remote(&h, &slug).await;
+    assert_eq!(stored["workspace_id"], WS_A, "stored under the UUID");
+    assert_eq!(h.count(MCP_SERVER_POST).await, 1, "one POST");
+    h.assert_no_write_over(Duration::from_secs(5)).await;
+    let still = h.env.api::<McpServer>().get("by-slugs").await.unwrap();
+    assert!(still.ready(), "{:?}", still.status);
+    h.stop().await;
+}
