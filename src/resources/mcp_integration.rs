@@ -169,7 +169,8 @@ pub struct McpWorkspaceAccess {
     /// A Workspace resource (cluster-scoped), standing for the workspace it recorded; the
     /// integration waits until it is Ready.
     pub workspace_ref: Option<WorkspaceResourceRef>,
-    /// A workspace the API knows, by UUID or slug, sent as written.
+    /// A workspace the API knows, by UUID or slug: read once per reconcile for its UUID, which
+    /// is sent (access rows read back under it); one the read does not find is sent as written.
     #[schemars(length(min = 1, max = 255))]
     pub workspace: Option<String>,
     /// False keeps the row but disables it.

@@ -69,8 +69,8 @@ pub struct McpServerSpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.integrationId is immutable: create a new McpServer to instantiate another integration"))]
     pub integration_id: Option<String>,
 
-    /// The workspace (UUID) the server belongs to; or name it by resource with `workspaceRef`.
-    /// Immutable.
+    /// The workspace (UUID or slug) the server belongs to; or name it by resource with
+    /// `workspaceRef`. Immutable.
     #[schemars(length(min = 1, max = 255))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.workspaceId is immutable: create a new McpServer to move it to another workspace"))]
     pub workspace_id: Option<String>,
