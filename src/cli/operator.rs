@@ -128,15 +128,22 @@ pub struct OperatorArgs {
     /// event, and counted in `aigw_dry_run_actions_total{kind,action}`.
     #[arg(long, env = "AIGW_DRY_RUN")]
     dry_run: bool,
-    /// Hold the Lease `aigw` so that of several replicas only one reconciles (the others stand
-    /// by with warm caches); `--leader-elect=false` makes this replica always act.
+    /// Hold the leader Lease (`--leader-election-id`) so that of several replicas only one
+    /// reconciles (the others stand by with warm caches); `--leader-elect=false` makes this
+    /// replica always act.
     #[arg(long, env = "AIGW_LEADER_ELECT", default_value_t = true)]
     leader_elect: bool,
-    /// Active-active shards: every replica holds a Lease of its own (`aigw-<identity>` in the
-    /// leader-election namespace) and the live replicas split the objects among themselves by
-    /// namespace (by uid for cluster-scoped kinds). Needs `--leader-elect`.
+    /// Active-active shards: every replica holds a Lease of its own
+    /// (`<leader-election-id>-<identity>` in the leader-election namespace) and the live replicas
+    /// split the objects among themselves by namespace (by uid for cluster-scoped kinds). Needs
+    /// `--leader-elect`.
     #[arg(long, env = "AIGW_SHARDS", default_value_t = false)]
     shards: bool,
+    /// Name of the leader Lease (with `--shards`, the prefix of each replica's Lease). Two
+    /// installations that share the leader-election namespace each need their own: with one
+    /// Lease, one of them would stand by for as long as the other runs.
+    #[arg(long, env = "AIGW_LEADER_ELECTION_ID", default_value = leader::LEASE_NAME, value_parser = parse_lease_name, value_name = "NAME")]
+    leader_election_id: String,
     /// Namespace of the leader Lease (the pod's namespace via `POD_NAMESPACE`, else `default`).
     #[arg(
         long,
@@ -205,6 +212,19 @@ fn check_lease_timing(args: &OperatorArgs) -> anyhow::Result<()> {
 
 fn parse_selector(value: &str) -> Result<String, String> {
     aigw::controller::state::installation::parse_selector(value).map(|_| value.to_string())
+}
+
+/// A Lease name short enough that a replica's Lease (`<name>-<pod>`) is still a valid name: a
+/// lowercase DNS label of at most 63 characters.
+fn parse_lease_name(value: &str) -> Result<String, String> {
+    let label = value
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let ends = !value.starts_with('-') && !value.ends_with('-');
+    match !value.is_empty() && value.len() <= 63 && label && ends {
+        true => Ok(value.to_string()),
+        false => Err("a lowercase DNS label: a-z, 0-9 and '-', at most 63 characters".into()),
+    }
 }
 
 fn parse_installation_id(value: &str) -> Result<String, String> {
@@ -292,7 +312,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         drift_qps_share: args.drift_qps_share,
         cluster_selector: args.cluster_selector.clone(),
         installation_id: args.installation_id.clone().unwrap_or_else(|| {
-            format!("{}/{}", args.leader_election_namespace, leader::LEASE_NAME)
+            format!(
+                "{}/{}",
+                args.leader_election_namespace, args.leader_election_id
+            )
         }),
         dry_run: args.dry_run,
         rotation: aigw::resources::rotation::RotationLimits {
@@ -332,6 +355,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
             lease_duration: args.leader_elect_lease_duration,
             renew_deadline: args.leader_elect_renew_deadline,
             retry_period: args.leader_elect_retry_period,
+            name: args.leader_election_id.clone(),
             ..LeaseSettings::new(args.leader_election_namespace, identity)
         };
         let (leadership, elector) = match args.shards {
@@ -344,7 +368,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
                 )
             }
         };
-        (leadership, Some(elector))
+        (
+            leadership,
+            Some(elector.of_installation(&settings.installation_id)),
+        )
     } else {
         (Leadership::always(), None)
     };
@@ -420,5 +447,22 @@ mod tests {
         assert!(!set.leader_elect && set.shards);
         let words = parse(&["--leader-elect=yes", "--shards=off"]);
         assert!(words.leader_elect && !words.shards);
+    }
+
+    #[test]
+    fn the_lease_name_is_a_dns_label() {
+        assert_eq!(parse(&[]).leader_election_id, "aigw");
+        let named = parse(&["--leader-election-id", "aigw-staging"]);
+        assert_eq!(named.leader_election_id, "aigw-staging");
+        for bad in [
+            "",
+            "Aigw",
+            "aigw_staging",
+            "-aigw",
+            "aigw.staging",
+            &"a".repeat(64),
+        ] {
+            assert!(super::parse_lease_name(bad).is_err(), "{bad:?}");
+        }
     }
 }

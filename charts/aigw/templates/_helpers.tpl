@@ -92,7 +92,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- .Values.installationId | default (printf "%s/%s" .Release.Namespace (include "aigw.fullname" .)) -}}
 {{- end }}
 
-{{/* The namespace of the Lease `aigw` (--leader-election-namespace). */}}
+{{/* The name of the leader Lease (--leader-election-id). */}}
+{{- define "aigw.leaseName" -}}
+{{- default "aigw" .Values.leaderElection.id }}
+{{- end }}
+
+{{/* The namespace of the leader Lease (--leader-election-namespace). */}}
 {{- define "aigw.leaseNamespace" -}}
 {{- default .Release.Namespace .Values.leaderElection.namespace }}
 {{- end }}

@@ -33,6 +33,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, PostParams};
 
 use super::shards::{self, Membership, Shards, shard_key};
+use crate::controller::state::installation;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -269,6 +270,11 @@ pub struct Elector {
     waiting_for: Option<String>,
     /// This process's random id, on every Lease it writes ([`PROCESS_ANNOTATION`]).
     process: String,
+    /// The `--installation-id`, on every Lease it writes ([`installation::ANNOTATION`]): a Lease
+    /// another installation holds is named as such.
+    installation: Option<String>,
+    /// The installation last seen holding this Lease, so that sharing is warned of once.
+    shared_with: Option<String>,
 }
 
 /// Annotation on a Lease: the random id of the process that last wrote it, so that of two
@@ -373,6 +379,8 @@ pub fn elect(kube: kube::Client, settings: LeaseSettings) -> (Leadership, Electo
         shards_gone: None,
         waiting_for: None,
         process: uuid::Uuid::new_v4().simple().to_string(),
+        installation: None,
+        shared_with: None,
     };
     (leadership, elector)
 }
@@ -405,6 +413,14 @@ pub fn elect_shard(
 }
 
 impl Elector {
+    /// Writes `installation` on the Lease, and warns when another installation holds it: two
+    /// installations that share a Lease (one namespace, one `--leader-election-id`) would have
+    /// one of them stand by for good.
+    pub fn of_installation(mut self, installation: &str) -> Self {
+        self.installation = Some(installation.to_string());
+        self
+    }
+
     /// A leader without `--shards` that acts only once no replica with `--shards` of
     /// `installation` holds a live member Lease in the lease namespace
     /// ([`shards::ShardsGone`]): turning sharding off by a rolling update never has the new
@@ -520,9 +536,11 @@ impl Elector {
 
     /// This process's id on the Lease; the group label and published view, with `--shards`.
     fn decorate(&self, meta: &mut ObjectMeta) {
-        meta.annotations
-            .get_or_insert_default()
-            .insert(PROCESS_ANNOTATION.to_string(), self.process.clone());
+        let annotations = meta.annotations.get_or_insert_default();
+        annotations.insert(PROCESS_ANNOTATION.to_string(), self.process.clone());
+        if let Some(installation) = &self.installation {
+            annotations.insert(installation::ANNOTATION.to_string(), installation.clone());
+        }
         let Some(membership) = &self.membership else {
             return;
         };
@@ -616,6 +634,7 @@ impl Elector {
         // it (or this one's previous run, whose term must run out first).
         let ours = mine && self.wrote(&lease);
         if let Some(holder) = holder.filter(|_| !ours && !expired) {
+            self.warn_if_shared(&lease, &holder);
             return Ok(Attempt::HeldBy(match mine {
                 true => format!("another process as {holder}"),
                 false => holder,
@@ -631,6 +650,25 @@ impl Elector {
             ..spec
         };
         self.write(lease, next).await
+    }
+
+    /// Warns (once per installation seen) when `holder` holds the Lease for another
+    /// installation.
+    fn warn_if_shared(&mut self, lease: &Lease, holder: &str) {
+        let theirs = lease.metadata.annotations.as_ref();
+        let theirs = theirs.and_then(|a| a.get(installation::ANNOTATION));
+        let (Some(ours), Some(theirs)) = (&self.installation, theirs) else {
+            return;
+        };
+        if theirs == ours || self.shared_with.as_ref() == Some(theirs) {
+            return;
+        }
+        warn!(
+            lease = %self.settings.name, namespace = %self.settings.namespace, %holder,
+            installation = %theirs,
+            "the leader Lease is held for another installation: this one stands by for as long as that one runs; give each installation its own --leader-election-id (chart: leaderElection.id)"
+        );
+        self.shared_with = Some(theirs.clone());
     }
 
     /// Whether the lease's holder has let it run out, by this process's clock: no change seen

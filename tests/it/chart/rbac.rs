@@ -511,6 +511,9 @@ fn optional_flags(release_namespace: &str) -> Vec<String> {
     if help.contains("--leader-election-namespace") {
         flags.push(format!("--leader-election-namespace={release_namespace}"));
     }
+    if help.contains("--leader-election-id") {
+        flags.push("--leader-election-id=aigw".to_string());
+    }
     if help.contains("--connection-secret-namespace") {
         flags.push(format!("--connection-secret-namespace={release_namespace}"));
     }

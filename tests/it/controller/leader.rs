@@ -399,6 +399,38 @@ async fn a_leader_that_loses_its_lease_exits_non_zero() {
     finish(env, emulator, [operator]).await;
 }
 
+/// Two installations whose Leases share a namespace under one `--leader-election-id`: the
+/// Lease carries its holder's installation, and the other installation's replica, which stands
+/// by for as long as that one runs, says why once, naming the flag that sets them apart.
+#[tokio::test]
+async fn an_installation_finding_the_lease_held_for_another_says_so() {
+    let (env, emulator, dir) = replica_env("leader-shared").await;
+    let suffix = &env.namespace[env.namespace.len() - 8..];
+    let ns = [env.namespace.as_str()];
+    let start = |name: &str, id: &str| {
+        let extra = ["--installation-id", id];
+        Operator::spawn(name, &ns, &env.namespace, &emulator, dir.path(), &extra)
+    };
+    let prod = start(&format!("aigw-prod-{suffix}"), "team/prod");
+    sole_leader(&[&prod]).await;
+    let staging = start(&format!("aigw-staging-{suffix}"), "team/staging");
+    sole_leader(&[&prod, &staging]).await;
+    let lease = env.api::<Lease>().get("aigw").await.unwrap();
+    let annotations = lease.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations.get("aigw.io/installation").map(String::as_str),
+        Some("team/prod")
+    );
+    let warned = wait_until(TAKEOVER_TIMEOUT, || async {
+        let log = std::fs::read_to_string(&staging.process.log).ok()?;
+        log.contains("held for another installation").then_some(log)
+    })
+    .await
+    .expect("the standby of the other installation says why it stands by");
+    support::assert_mentions(&warned, &["team/prod", "--leader-election-id"]);
+    finish(env, emulator, [prod, staging]).await;
+}
+
 /// A leader paused (SIGSTOP) while its creates wait on a slow API, resumed after another
 /// replica took over: the writes it had queued are not sent, and every Config exists once.
 #[tokio::test]
