@@ -311,11 +311,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         full_read_interval: args.full_read_interval,
         drift_qps_share: args.drift_qps_share,
         cluster_selector: args.cluster_selector.clone(),
+        // Not after the Lease's name: an id that followed `--leader-election-id` would find every
+        // object this installation claimed under the old one another installation's.
         installation_id: args.installation_id.clone().unwrap_or_else(|| {
-            format!(
-                "{}/{}",
-                args.leader_election_namespace, args.leader_election_id
-            )
+            format!("{}/{}", args.leader_election_namespace, leader::LEASE_NAME)
         }),
         dry_run: args.dry_run,
         rotation: aigw::resources::rotation::RotationLimits {

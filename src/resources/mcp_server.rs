@@ -214,14 +214,14 @@ impl McpServerSpec {
         integration: &[&str],
     ) -> Vec<&'static str> {
         let instantiates = remote.mcp_integration_id.as_deref();
-        let integration_slug = remote.mcp_integration_slug.as_deref();
+        let integration_slug = slug(&remote.mcp_integration_slug);
         let wanted = self.workspace();
         differing([
             ("slug", other_slug(self.slug.as_ref(), &remote.slug)),
             (
                 "workspaceId",
                 other_workspace(remote.workspace_id.as_deref(), wanted)
-                    && remote.workspace_slug.as_deref() != Some(wanted),
+                    && slug(&remote.workspace_slug) != Some(wanted),
             ),
             (
                 "integration",
@@ -231,6 +231,13 @@ impl McpServerSpec {
             ),
         ])
     }
+}
+
+/// A slug a row read back, unless it reads like a UUID: a workspace may be given a slug that
+/// reads like another one's UUID, and must not be taken for that one.
+fn slug(slug: &Option<String>) -> Option<&str> {
+    slug.as_deref()
+        .filter(|s| uuid::Uuid::parse_str(s).is_err())
 }
 
 /// The user-access PUT that brings `read` in line with the spec (`None`: nothing differs): the

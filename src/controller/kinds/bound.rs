@@ -48,8 +48,9 @@ impl Bound {
 }
 
 /// What a read may name the integration by, without an API call: the UUID and slug the
-/// resource of kind `K` named `by_name` recorded, or the key given (`given`); with either, the
-/// UUID it was resolved to (`resolved`, `status.integrationId`). Never a resource name.
+/// resource of kind `K` named `by_name` recorded (that resource gone, the UUID it was resolved
+/// to: `resolved`, `status.integrationId`), or the key given (`given`) and the UUID it was
+/// resolved to. Never a resource name.
 pub fn recorded_keys_of<K: Managed>(
     ctx: &Context,
     by_name: Option<&str>,
@@ -60,10 +61,10 @@ pub fn recorded_keys_of<K: Managed>(
     if let Some(id) = given {
         keys.push(id.clone());
         keys.extend(resolved.cloned());
-    } else {
-        let recorded = by_name.and_then(|name| recorded_keys::<K>(ctx, name));
-        keys.extend(recorded.into_iter().flatten());
-        // The resource gone (orphaned first), the UUID it was resolved to still names it.
+    } else if let Some(recorded) = by_name.and_then(|name| recorded_keys::<K>(ctx, name)) {
+        keys.extend(recorded);
+    } else if by_name.is_some() {
+        // The resource gone (orphaned first): the UUID it was resolved to still names it.
         keys.extend(resolved.cloned());
     }
     keys.retain(|k| !k.is_empty());

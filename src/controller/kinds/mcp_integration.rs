@@ -361,8 +361,10 @@ async fn wanted_access(
     Ok(wanted)
 }
 
-/// The UUID and the keys (UUID and slug) of the workspace `given` names, by one read; one the
-/// read does not find (or may not see) is sent as written (the access PUT's answer tells).
+/// The UUID and the keys (UUID and slug) of the workspace `given` names, by one read. A UUID the
+/// read does not find (or may not see) is sent as written (the access PUT's answer tells; its
+/// row reads back under it); a slug waits (`WorkspaceNotReady`): sent, its row would read back
+/// under a UUID it cannot be matched to, and be sent again at every reconcile.
 async fn given_workspace(
     cx: &Cx<'_, McpIntegration>,
     given: &str,
@@ -373,9 +375,14 @@ async fn given_workspace(
             Ok((found.id, keys.filter(|k| !k.is_empty()).collect()))
         }
         Ok(_) => Ok((given.to_string(), vec![given.to_string()])),
-        Err(e) if e.is_not_found() || e.is_not_visible() => {
-            Ok((given.to_string(), vec![given.to_string()]))
-        }
+        Err(e) if e.is_not_found() || e.is_not_visible() => match uuid::Uuid::parse_str(given) {
+            Ok(_) => Ok((given.to_string(), vec![given.to_string()])),
+            Err(_) => Err(Error::not_allowed(
+                WORKSPACE_NOT_READY,
+                format!("workspace {given} named by spec.workspaces is not found (or archived)"),
+            )
+            .into()),
+        },
         Err(e) => {
             let action = format!("read workspace {given} named by spec.workspaces");
             Err(Error::api(action, e).into())

@@ -423,10 +423,13 @@ async fn check_remote_access(
     }
     // Rows read back under the UUID (FACTS-rest §5): a workspace named by slug is read for it.
     let client = cx.api(Op::Read).await?;
-    if let Ok(found) = client.workspaces().get(workspace).await
-        && enables(&[found.id.as_str(), found.slug.as_str()])
-    {
-        return Ok(());
+    match client.workspaces().get(workspace).await {
+        Ok(found) if enables(&[found.id.as_str(), found.slug.as_str()]) => return Ok(()),
+        Err(e) if e.is_transient() => {
+            let action = format!("read workspace {workspace} of spec.workspaceId");
+            return Err(Error::api(action, e).into());
+        }
+        _ => {}
     }
     Err(Error::not_allowed(
         INTEGRATION_NOT_READY,

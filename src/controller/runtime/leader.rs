@@ -665,7 +665,7 @@ impl Elector {
         }
         warn!(
             lease = %self.settings.name, namespace = %self.settings.namespace, %holder,
-            installation = %theirs,
+            installation = ?theirs,
             "the leader Lease is held for another installation: this one stands by for as long as that one runs; give each installation its own --leader-election-id (chart: leaderElection.id)"
         );
         self.shared_with = Some(theirs.clone());

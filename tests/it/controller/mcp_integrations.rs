@@ -421,7 +421,8 @@ async fn a_delete_waits_for_a_whole_list_of_servers() {
 
 /// A workspace named by slug reads back under its UUID (FACTS-rest §5): enabled with one PUT,
 /// recorded by UUID, nothing sent at steady state. Named twice (by slug and by UUID) the
-/// integration is refused, naming the entry, and nothing is sent; dropped, it is disabled.
+/// integration is refused, naming the entry, and nothing is sent; dropped, it is disabled. A
+/// slug no workspace has waits.
 #[tokio::test]
 async fn a_workspace_named_by_slug_is_matched_under_its_uuid_and_one_named_twice_is_refused() {
     let h = Harness::start_with_secret_namespace("mcpslug", Duration::from_secs(1)).await;
@@ -476,5 +477,28 @@ async fn a_workspace_named_by_slug_is_matched_under_its_uuid_and_one_named_twice
     })
     .await
     .expect("the dropped workspace was disabled");
+
+    // A slug no workspace has (or an archived one's) waits and sends nothing: its row could
+    // never be matched.
+    h.reset_stats().await;
+    let unknown = json!({"spec": {"workspaces": [{"workspace": "no-such-team"}]}});
+    api(&h)
+        .patch(&slug, &PatchParams::default(), &Patch::Merge(unknown))
+        .await
+        .unwrap();
+    let waiting = h
+        .wait_cluster::<McpIntegration>("linear", WAIT, |r| {
+            r.condition("Ready")
+                .is_some_and(|(s, reason, _)| s == "False" && reason == "WorkspaceNotReady")
+        })
+        .await;
+    let (_, _, message) = waiting.condition("Ready").unwrap();
+    assert!(message.contains("no-such-team"), "{message}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.count(MCP_INTEGRATION_WORKSPACES_PUT).await,
+        0,
+        "nothing sent"
+    );
     h.stop().await;
 }
