@@ -170,7 +170,8 @@ pub struct McpWorkspaceAccess {
     /// integration waits until it is Ready.
     pub workspace_ref: Option<WorkspaceResourceRef>,
     /// A workspace the API knows, by UUID or slug: read once per reconcile for its UUID, which
-    /// is sent (access rows read back under it); one the read does not find is sent as written.
+    /// is sent (access rows read back under it); a UUID the read does not find is sent as
+    /// written, a slug waits (`WorkspaceNotReady`).
     #[schemars(length(min = 1, max = 255))]
     pub workspace: Option<String>,
     /// False keeps the row but disables it.
