@@ -413,6 +413,12 @@ async fn call<K: Rotates>(
 ) -> Result<Change, Halt> {
     let issued = match object.call_rotate(cx, id).await {
         Ok(issued) => issued,
+        Err(e) if surely_not_rotated(&e) => {
+            // Nothing was issued: the intent ends, and the trigger, still not observed, asks
+            // again (a lost answer instead would have its values taken for gone).
+            settle_intent(K::rotation_status(status));
+            return Err(e);
+        }
         Err(e) => return Err(call_ended::<K>(status, e)),
     };
     for (_, value) in &issued.values {
@@ -456,6 +462,16 @@ async fn call<K: Rotates>(
             issued.note
         ),
     ))
+}
+
+/// True when the rotate call surely did not rotate: it never reached the API (the gate, the
+/// token, the spec stopped it) or the API answered that it did not (a 4xx). A timeout, a cut
+/// connection, a 5xx or an unreadable 2xx may have rotated ([`crate::api::ApiError::outcome_unknown`]).
+fn surely_not_rotated(error: &Halt) -> bool {
+    match error {
+        Halt::Fail(Error::Api { source, .. }) => !source.outcome_unknown(),
+        Halt::Wait(_) | Halt::Fail(_) => true,
+    }
 }
 
 /// Records that the rotation's call ended without its values stored (the failure's status

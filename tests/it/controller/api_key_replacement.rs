@@ -500,3 +500,46 @@ async fn an_api_key_deleted_mid_replacement_leaves_no_key() {
     );
     h.stop().await;
 }
+
+/// A rotate call the API refuses (a 400: it surely did not rotate) is not taken for a lost
+/// answer: nothing is replaced (the refusal stalls, as a permanent error does), and the next
+/// trigger rotates the same key, once, its id kept and its new value in the Secret.
+#[tokio::test]
+async fn a_refused_rotate_call_is_made_again_and_never_replaces_the_key() {
+    let h = Harness::start("rep-refused").await;
+    let id = create(
+        &h,
+        "refused",
+        service_key("refused", json!({"trigger": "a"})),
+    )
+    .await;
+    let rotate = format!("POST {SERVICE_KEYS}/{{keyId}}/rotate");
+    h.faults(json!({"failing_routes": {rotate: 400}})).await;
+    set_trigger_no_wait(&h, "refused", "b").await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let refused = h.env.api::<ApiKey>().get("refused").await.unwrap();
+    let status = refused.status.unwrap();
+    assert_eq!(status.id.as_deref(), Some(id.as_str()), "not replaced");
+    assert!(status.replaced_key.is_none(), "not replaced: {status:?}");
+    assert_eq!(live_ours(&remote_keys(&h).await, "refused").len(), 1);
+
+    // A refusal stalls this generation, as any permanent error does: the next trigger asks
+    // again, and rotates the same key.
+    h.faults(json!({})).await;
+    set_trigger_no_wait(&h, "refused", "c").await;
+    let rotated = h
+        .wait_for::<ApiKey>("refused", Duration::from_secs(60), |k| {
+            let s = k.status.as_ref().unwrap();
+            ready(k)
+                && s.rotation.observed_rotation_trigger.as_deref() == Some("c")
+                && s.rotation.pending_rotation.is_none()
+        })
+        .await;
+    assert_eq!(rotated.status.unwrap().id.as_deref(), Some(id.as_str()));
+    assert_eq!(remote(&h, &id).await["rotations"], 1, "rotated once");
+    let ours = live_ours(&remote_keys(&h).await, "refused");
+    assert_eq!(ours.len(), 1, "one live key: {ours:?}");
+    let value = secret_value(&h, "refused-key").await;
+    assert_eq!(handshake(&h, &id, &value).await, 200);
+    h.stop().await;
+}

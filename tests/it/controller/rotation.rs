@@ -998,3 +998,40 @@ async fn a_process_dying_between_a_recovered_create_and_its_rotation_leaves_the_
     assert_eq!(h.count("POST /ai_gw/admin/v2/deployments").await, 1);
     h.stop().await;
 }
+
+/// Deleted under `Orphan` while a rotation is in flight (the process froze between the rotate
+/// PUT, which revoked the old credentials, and the Secret write): the rotation is finished
+/// (done again) before the Secret is let go, so the Secret kept holds credentials that work.
+/// Before, the deletion orphaned a Secret holding the revoked ones.
+#[tokio::test]
+async fn an_orphaned_deployment_finishes_its_rotation_in_flight_first() {
+    let mut h = Harness::start("rot-orph").await;
+    let mut deployment = rotating_deployment("orph", json!({"trigger": "a"}));
+    deployment.spec.deletion_policy = serde_json::from_value(json!("Orphan")).unwrap();
+    support::create(&h.env.api::<Deployment>(), &deployment).await;
+    let created = h
+        .wait_for::<Deployment>("orph", WAIT, Deployment::ready)
+        .await;
+    let id = created.status.unwrap().id.unwrap();
+    let before = assert_secret_matches_remote(&h, "orph-creds", &id).await;
+    h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
+    h.env
+        .patch_spec::<Deployment>("orph", json!({"rotation": {"trigger": "b"}}))
+        .await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["client_auth"] != before.as_str()).then_some(())
+    })
+    .await
+    .expect("the rotation PUT never happened");
+
+    h.env.delete::<Deployment>("orph").await;
+    h.restart_operator().await;
+    assert!(
+        support::gone_within(&h.env.api::<Deployment>(), "orph", Duration::from_secs(120)).await,
+        "the deletion finished"
+    );
+    let kept = assert_secret_matches_remote(&h, "orph-creds", &id).await;
+    assert_ne!(kept, before);
+    assert_eq!(h.handshake(&id, &kept).await, 200, "the kept Secret works");
+    h.stop().await;
+}

@@ -31,10 +31,13 @@ impl Schedule<'_> {
 
     /// Why a rotation is asked for, spacing aside. The first trigger aigw sees (on an adopted
     /// object) is only recorded: rotating then would cut off whoever holds the current values.
+    /// A trigger removed (the rotation block dropped, say) asks for nothing: its `restart` list
+    /// is gone with it, so a rotation then would roll no workload.
     pub fn asked(&self) -> Option<&'static str> {
-        if self
-            .observed_trigger
-            .is_some_and(|seen| seen != self.trigger)
+        if !self.trigger.is_empty()
+            && self
+                .observed_trigger
+                .is_some_and(|seen| seen != self.trigger)
         {
             return Some("spec.rotation.trigger changed");
         }
@@ -130,6 +133,14 @@ mod tests {
         assert_eq!(schedule.due(), None, "no interval");
         schedule.has_interval = true;
         assert_eq!(schedule.due(), Some("the rotation interval has passed"));
+        let removed = Schedule {
+            trigger: "",
+            observed_trigger: Some("b"),
+            has_interval: false,
+            next_rotation_at: None,
+            held_until: None,
+        };
+        assert_eq!(removed.due(), None, "a trigger removed asks for nothing");
     }
 
     #[test]
