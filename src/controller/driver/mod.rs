@@ -777,6 +777,11 @@ pub(crate) async fn publish_on(
         (true, EventType::Normal) if !reason.starts_with("Would") => format!("Would{reason}"),
         _ => reason.to_string(),
     };
+    // A Warning keeps its reason (what failed is the same for both), its note says whose it is.
+    let message = match (ctx.dry_run, &type_) {
+        (true, EventType::Warning) => format!("(dry run) {message}"),
+        _ => message.to_string(),
+    };
     // An event's note is capped by the apiserver (1 KiB); a longer one would be refused.
     let note: String = message.chars().take(EVENT_NOTE_CHARS).collect();
     let event = KubeEvent {

@@ -705,8 +705,27 @@ async fn a_dry_run_reports_what_it_would_write_and_writes_nothing() {
             .map(|c| (c.name_any(), c.resource_version()))
             .collect()
     };
+    // A Config whose Secret is missing: its Warning keeps the reason, its note says whose.
+    let missing: Config = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": "c-missing"},
+        "spec": {"name": "c-missing", "config": {"retry": {"attempts": 2}},
+                 "secretRefs": [{"path": "/api_key",
+                                 "secretKeyRef": {"name": "absent", "key": "api_key"}}]}
+    }))
+    .unwrap();
+    support::create(&configs, &missing).await;
     let before = versions(configs.list(&Default::default()).await.unwrap().items);
     h.reset_stats().await;
+    let warned = support::wait_until(WAIT, || async {
+        let events = h.env.events_text().await;
+        let line = events
+            .lines()
+            .find(|l| l.contains("c-missing") && l.contains("absent"));
+        line.map(str::to_string)
+    })
+    .await
+    .expect("the dry run's Warning about the missing Secret");
+    assert!(warned.contains("(dry run)"), "{warned}");
 
     let reported = support::wait_until(WAIT, || async {
         let events = h.env.events_text().await;
