@@ -103,27 +103,14 @@ pub async fn apply<K: Issues>(
 }
 
 /// [`super::Managed::cleanup`]: the flow's, with the Secret kept under `deletionPolicy: Orphan`
-/// (the remote object stays live and its one-time values exist nowhere else), once a rotation
-/// in flight has finished. A replaced
+/// (the remote object stays live and its one-time values exist nowhere else). A replaced
 /// object goes whatever the policy (its last value was lost); mid-replacement under Orphan,
 /// the Secret still holds the replaced object's value, which works until it goes: kept, unless
 /// the Secret names the replacement's object already (delivered, its record lost).
 pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>, Halt> {
-    let mut status = object.status().cloned().unwrap_or_default();
-    let mut changes = Vec::new();
-    // Kept under Orphan, the Secret must hold the values the remote object has now: a rotation
-    // in flight is finished (or done again) first. One that cannot be (its Secret cannot be
-    // written) stops the deletion, and keeps the finalizer, until it can.
-    if object.orphans() && K::rotation_status(&mut status).pending_rotation.is_some() {
-        let id = K::recorded(&status);
-        let finished = rotation::finish_in_flight(object, cx, &mut status, id.as_deref());
-        if let Some(change) = finished.await? {
-            cx.save_status(&status).await?;
-            changes.push(change);
-        }
-    }
-    let status = status;
+    let status = object.status().cloned().unwrap_or_default();
     let replaced = K::replaced_remote(&status);
+    let mut changes = Vec::new();
     if let (Some(replaced), None, true) = (&replaced, K::recorded(&status), object.orphans()) {
         // The object the Secret names: the replaced one until the replacement is delivered.
         let secret = object.secret_name();
@@ -371,7 +358,7 @@ async fn recover<K: Issues>(
             .failpoints
             .hit(failpoints::AFTER_RECOVERY_SAVED)
             .await;
-        changes.push(rotation::rotate(object, cx, status, &key, why).await?);
+        changes.push(rotation::rotate(object, cx, status, &key, why, false).await?);
     }
     Ok(Recovered::Taken(changes))
 }

@@ -212,7 +212,7 @@ pub async fn rotate_if_due<K: Rotates>(
             }
             None => {
                 rotation.rotation_held_until = None;
-                return rotate(object, cx, status, id, why).await.map(Some);
+                return rotate(object, cx, status, id, why, true).await.map(Some);
             }
         }
     }
@@ -277,13 +277,15 @@ fn settle_intent(rotation: &mut RotationStatus) {
 }
 
 /// Rotates now, for the reason `why`: the intent (a compare-and-swap), then the call and the
-/// Secret write.
+/// Secret write. `asked`: the spec asks for it (its trigger or interval), and asks again if
+/// the call is refused; otherwise (values a create could not deliver) only the intent does.
 pub async fn rotate<K: Rotates>(
     object: &K,
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     id: &str,
     why: &str,
+    asked: bool,
 ) -> Result<Change, Halt> {
     let secret_version = writable_secret(object, cx).await?;
     let rotation = uuid::Uuid::new_v4().to_string();
@@ -298,7 +300,12 @@ pub async fn rotate<K: Rotates>(
     };
     record_outcome(status.conditions_mut(), &rotating, object.meta().generation);
     cx.save_status(status).await?;
-    call(object, cx, status, id, &rotation, why, secret_version).await
+    let call_of = Call {
+        rotation: &rotation,
+        why,
+        asked,
+    };
+    call(object, cx, status, id, call_of, secret_version).await
 }
 
 /// Finishes the rotation an earlier reconcile started: completes it when the Secret already
@@ -379,7 +386,12 @@ async fn resume<K: Rotates>(
     record_intent(K::rotation_status(status), rotation.clone(), rotating_for);
     cx.save_status(status).await?;
     let why = "an interrupted rotation is done again";
-    call(object, cx, status, id, &rotation, why, secret_version).await
+    let call_of = Call {
+        rotation: &rotation,
+        why,
+        asked: false,
+    };
+    call(object, cx, status, id, call_of, secret_version).await
 }
 
 /// How long a call of the recorded rotation may still be running, when it may: none ended
@@ -401,21 +413,33 @@ fn maybe_in_flight(rotation: &RotationStatus, longest_attempt: Duration) -> Opti
     Duration::try_from(left).ok().filter(|d| !d.is_zero())
 }
 
+/// One rotate call: the intent it is for, why, and whether the spec asks for it
+/// ([`rotate`]'s `asked`).
+struct Call<'a> {
+    rotation: &'a str,
+    why: &'a str,
+    asked: bool,
+}
+
 /// The rotate call, the Secret write, then the settled intent and the restarts.
 async fn call<K: Rotates>(
     object: &K,
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     id: &str,
-    rotation: &str,
-    why: &str,
+    Call {
+        rotation,
+        why,
+        asked,
+    }: Call<'_>,
     secret_version: SecretVersion,
 ) -> Result<Change, Halt> {
     let issued = match object.call_rotate(cx, id).await {
         Ok(issued) => issued,
-        Err(e) if surely_not_rotated(&e) => {
-            // Nothing was issued: the intent ends, and the trigger, still not observed, asks
-            // again (a lost answer instead would have its values taken for gone).
+        Err(e) if asked && surely_not_rotated(&e) => {
+            // Nothing was issued: the intent ends, and the trigger (or interval), still not
+            // observed, asks again (a lost answer instead would have its values taken for
+            // gone). An intent that stands for values never delivered is kept: only it asks.
             settle_intent(K::rotation_status(status));
             return Err(e);
         }

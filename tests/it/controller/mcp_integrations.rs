@@ -447,18 +447,8 @@ async fn a_workspace_named_by_slug_is_matched_under_its_uuid_and_one_named_twice
         "one PUT, none at steady state"
     );
 
-    let twice = json!({"spec": {"workspaces": [{"workspace": team}, {"workspace": WS_B}]}});
-    api(&h)
-        .patch(&slug, &PatchParams::default(), &Patch::Merge(twice))
-        .await
-        .unwrap();
-    let refused = h
-        .wait_cluster::<McpIntegration>("linear", WAIT, |r| {
-            r.condition("Ready")
-                .is_some_and(|(s, reason, _)| s == "False" && reason == "InvalidSpec")
-        })
-        .await;
-    let (_, _, message) = refused.condition("Ready").unwrap();
+    let twice = json!([{"workspace": team}, {"workspace": WS_B}]);
+    let message = set_workspaces_until(&h, &slug, twice, "InvalidSpec").await;
     assert!(message.contains("spec.workspaces[1]"), "{message}");
     assert_eq!(
         h.count(MCP_INTEGRATION_WORKSPACES_PUT).await,
@@ -481,18 +471,8 @@ async fn a_workspace_named_by_slug_is_matched_under_its_uuid_and_one_named_twice
     // A slug no workspace has (or an archived one's) waits and sends nothing: its row could
     // never be matched.
     h.reset_stats().await;
-    let unknown = json!({"spec": {"workspaces": [{"workspace": "no-such-team"}]}});
-    api(&h)
-        .patch(&slug, &PatchParams::default(), &Patch::Merge(unknown))
-        .await
-        .unwrap();
-    let waiting = h
-        .wait_cluster::<McpIntegration>("linear", WAIT, |r| {
-            r.condition("Ready")
-                .is_some_and(|(s, reason, _)| s == "False" && reason == "WorkspaceNotReady")
-        })
-        .await;
-    let (_, _, message) = waiting.condition("Ready").unwrap();
+    let unknown = json!([{"workspace": "no-such-team"}]);
+    let message = set_workspaces_until(&h, &slug, unknown, "WorkspaceNotReady").await;
     assert!(message.contains("no-such-team"), "{message}");
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
@@ -501,4 +481,21 @@ async fn a_workspace_named_by_slug_is_matched_under_its_uuid_and_one_named_twice
         "nothing sent"
     );
     h.stop().await;
+}
+
+/// Sets `spec.workspaces` of the McpIntegration `linear` (remote slug `slug`) to `workspaces`,
+/// then waits until it is not Ready for `reason`: its message.
+async fn set_workspaces_until(h: &Harness, slug: &str, workspaces: Value, reason: &str) -> String {
+    let patch = json!({"spec": {"workspaces": workspaces}});
+    api(h)
+        .patch(slug, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+    let waiting = h
+        .wait_cluster::<McpIntegration>("linear", WAIT, |r| {
+            r.condition("Ready")
+                .is_some_and(|(s, why, _)| s == "False" && why == reason)
+        })
+        .await;
+    waiting.condition("Ready").unwrap().2
 }
