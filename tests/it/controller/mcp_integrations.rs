@@ -58,6 +58,16 @@ fn row<'a>(remote: &'a Value, workspace: &str) -> Option<&'a Value> {
         .find(|r| r["id"] == workspace)
 }
 
+/// Waits until the access row of `workspace` on the integration `slug` is disabled.
+async fn disabled(h: &Harness, slug: &str, workspace: &str) {
+    support::wait_until(WAIT, || async {
+        let stored = remote(h, slug).await;
+        (row(&stored, workspace)?["enabled"] == false).then_some(())
+    })
+    .await
+    .expect("the dropped workspace was disabled");
+}
+
 /// Runs the built `aigw <args[0]>` (`api` or `export`) against the harness's emulator with the
 /// rest of `args`; its stdout and stderr.
 pub(super) async fn aigw(h: &Harness, args: &[&str]) -> String {
@@ -172,12 +182,7 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         )
         .await
         .unwrap();
-    support::wait_until(WAIT, || async {
-        let stored = remote(&h, &slug).await;
-        (row(&stored, WS_A)?["enabled"] == false).then_some(())
-    })
-    .await
-    .expect("the dropped workspace was disabled");
+    disabled(&h, &slug, WS_A).await;
     let stored = remote(&h, &slug).await;
     assert_eq!(row(&stored, WS_A).unwrap()["status"], "archived");
     assert_eq!(row(&stored, &payments).unwrap()["enabled"], true);
@@ -461,12 +466,7 @@ async fn a_workspace_named_by_slug_is_matched_under_its_uuid_and_one_named_twice
         .patch(&slug, &PatchParams::default(), &Patch::Merge(none))
         .await
         .unwrap();
-    support::wait_until(WAIT, || async {
-        let stored = remote(&h, &slug).await;
-        (row(&stored, WS_B)?["enabled"] == false).then_some(())
-    })
-    .await
-    .expect("the dropped workspace was disabled");
+    disabled(&h, &slug, WS_B).await;
 
     // A slug no workspace has (or an archived one's) waits and sends nothing: its row could
     // never be matched.
