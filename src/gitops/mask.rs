@@ -326,11 +326,13 @@ fn scalar_leaves(value: &Value, path: &str, out: &mut Vec<String>) {
     }
 }
 
-/// The text of a string or a number: an API may keep a Secret's digits as a number.
+/// The text of a string, a number or a boolean: an API may keep a Secret's digits as a number,
+/// and its `true` as a boolean.
 fn scalar_text(value: &Value) -> Option<String> {
     match value {
         Value::String(text) => Some(text.clone()),
         Value::Number(number) => Some(number.to_string()),
+        Value::Bool(flag) => Some(flag.to_string()),
         _ => None,
     }
 }
@@ -478,6 +480,19 @@ mod tests {
         learned.learn(&moved);
         let shown = learned.masked(&json!({"note": "pin 90417735"})).to_string();
         assert!(!shown.contains("90417735"), "{shown}");
+    }
+
+    /// Likewise a Secret's `true`, which an API may keep as a boolean (attack on stop 69).
+    #[test]
+    fn a_secret_value_kept_as_a_boolean_is_masked_where_it_moved() {
+        let old = json!({"targets": [{"provider": "@a", "strict": "true"}]});
+        let moved = json!({"targets": [{"provider": "@b"},
+                                       {"provider": "@a", "strict": true, "cache": false}]});
+        let mut masking = Masking::default();
+        masking.reference("/targets/0/strict", Some("true".into()));
+        let shown = masking.masked_against(&moved, &old);
+        assert_ne!(shown["targets"][1]["strict"], json!(true), "{shown}");
+        assert_eq!(shown["targets"][1]["cache"], json!(false), "{shown}");
     }
 
     /// A remote object a manifest adopts shows none of its strings, whatever the manifest holds
