@@ -248,6 +248,14 @@ impl Masking {
     pub fn stray(&self, document: &Value) -> Vec<String> {
         let mut found = Vec::new();
         self.walk(document, "", None, true, &mut found);
+        // A boolean equal to a Secret's `true` is masked where it is shown, but proves nothing
+        // here: a config holding any `true` would be refused an export for good. One under a
+        // secret's key name still counts.
+        found.retain(|path| {
+            let by_key = path.rsplit('/').next();
+            let by_key = by_key.is_some_and(|k| self.keys.iter().any(|key| key == k));
+            by_key || !document.pointer(path).is_some_and(Value::is_boolean)
+        });
         found
     }
 
@@ -493,6 +501,12 @@ mod tests {
         let shown = masking.masked_against(&moved, &old);
         assert_ne!(shown["targets"][1]["strict"], json!(true), "{shown}");
         assert_eq!(shown["targets"][1]["cache"], json!(false), "{shown}");
+        // An export is not refused for every `true` of the document.
+        assert!(
+            masking.stray(&moved).is_empty(),
+            "{:?}",
+            masking.stray(&moved)
+        );
     }
 
     /// A remote object a manifest adopts shows none of its strings, whatever the manifest holds
