@@ -215,16 +215,9 @@ fn parse_selector(value: &str) -> Result<String, String> {
 }
 
 /// A Lease name short enough that a replica's Lease (`<name>-<pod>`) is still a valid name: a
-/// lowercase DNS label of at most 63 characters.
+/// DNS-1123 label (at most 63 characters).
 fn parse_lease_name(value: &str) -> Result<String, String> {
-    let label = value
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    let ends = !value.starts_with('-') && !value.ends_with('-');
-    match !value.is_empty() && value.len() <= 63 && label && ends {
-        true => Ok(value.to_string()),
-        false => Err("a lowercase DNS label: a-z, 0-9 and '-', at most 63 characters".into()),
-    }
+    aigw::gitops::validate::dns1123_label(value).map(|()| value.to_string())
 }
 
 fn parse_installation_id(value: &str) -> Result<String, String> {

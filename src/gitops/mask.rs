@@ -247,15 +247,7 @@ impl Masking {
     /// the current `secretRefs` paths.
     pub fn stray(&self, document: &Value) -> Vec<String> {
         let mut found = Vec::new();
-        self.walk(document, "", None, true, &mut found);
-        // A boolean equal to a Secret's `true` is masked where it is shown, but proves nothing
-        // here: a config holding any `true` would be refused an export for good. One under a
-        // secret's key name still counts.
-        found.retain(|path| {
-            let by_key = path.rsplit('/').next();
-            let by_key = by_key.is_some_and(|k| self.keys.iter().any(|key| key == k));
-            by_key || !document.pointer(path).is_some_and(Value::is_boolean)
-        });
+        self.walk(document, "", None, ByValue::Strays, &mut found);
         found
     }
 
@@ -265,6 +257,11 @@ impl Masking {
         let mut found = pointers(value);
         let present = self.pointers.iter();
         found.extend(present.filter(|p| value.pointer(p).is_some()).cloned());
+        let by_value = if by_value {
+            ByValue::Shown
+        } else {
+            ByValue::No
+        };
         self.walk(value, "", None, by_value, &mut found);
         found.sort();
         found.dedup();
@@ -276,7 +273,7 @@ impl Masking {
         value: &Value,
         path: &str,
         key: Option<&str>,
-        by_value: bool,
+        by_value: ByValue,
         found: &mut Vec<String>,
     ) {
         match value {
@@ -300,7 +297,7 @@ impl Masking {
                     }
                 }
             }
-            scalar if by_value && !names_a_secret(scalar) => {
+            scalar if by_value.finds(scalar) && !names_a_secret(scalar) => {
                 let held = scalar_text(scalar).is_some_and(|text| {
                     self.values
                         .iter()
@@ -331,6 +328,28 @@ fn scalar_leaves(value: &Value, path: &str, out: &mut Vec<String>) {
         }
         Value::String(_) | Value::Number(_) => out.push(path.to_string()),
         _ => {}
+    }
+}
+
+/// Whether [`Masking::walk`] also finds where a document holds a Secret's value.
+#[derive(Clone, Copy, PartialEq)]
+enum ByValue {
+    /// By path and key name only.
+    No,
+    /// Also a string, number or boolean holding one: what is shown.
+    Shown,
+    /// Also a string or number holding one: a boolean equal to a Secret's `true` proves nothing
+    /// of where the value went, and would refuse an export for every `true` of a document.
+    Strays,
+}
+
+impl ByValue {
+    fn finds(self, scalar: &Value) -> bool {
+        match self {
+            Self::No => false,
+            Self::Shown => true,
+            Self::Strays => !scalar.is_boolean(),
+        }
     }
 }
 

@@ -52,6 +52,12 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    /// The keys it can be named by: its UUID, then its slug (empty ones left out).
+    pub fn keys(&self) -> Vec<String> {
+        let keys = [self.id.clone(), self.slug.clone()].into_iter();
+        keys.filter(|k| !k.is_empty()).collect()
+    }
+
     /// `name` without the icon the API puts in front of it.
     pub fn plain_name(&self) -> &str {
         match self.icon.as_deref().filter(|i| !i.is_empty()) {

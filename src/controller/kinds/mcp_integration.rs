@@ -370,10 +370,7 @@ async fn given_workspace(
     given: &str,
 ) -> Result<(String, Vec<String>), Halt> {
     match cx.api(Op::Read).await?.workspaces().get(given).await {
-        Ok(found) if !found.id.is_empty() => {
-            let keys = [found.id.clone(), found.slug].into_iter();
-            Ok((found.id, keys.filter(|k| !k.is_empty()).collect()))
-        }
+        Ok(found) if !found.id.is_empty() => Ok((found.id.clone(), found.keys())),
         Ok(_) => Ok((given.to_string(), vec![given.to_string()])),
         Err(e) if e.is_not_found() || e.is_not_visible() => match uuid::Uuid::parse_str(given) {
             Ok(_) => Ok((given.to_string(), vec![given.to_string()])),

@@ -32,7 +32,7 @@ use crate::controller::kinds::bound::{Bound, recorded_keys_of, released};
 use crate::controller::kinds::keyed;
 use crate::controller::kinds::sub_resources::Part;
 use crate::controller::state::connections::MCP_INTEGRATIONS;
-use crate::resources::common::CreateAttempt;
+use crate::resources::common::{CreateAttempt, Recorded};
 use crate::resources::mcp_server::{McpServer, McpServerStatus, user_access_update};
 use crate::resources::{McpIntegration, Workspace};
 
@@ -332,8 +332,8 @@ fn ready_integration(
             .all()
             .iter()
             .filter_map(|w| w.status.as_ref())
-            .filter(|s| [&s.id, &s.slug].contains(&&Some(workspace.to_string())))
-            .flat_map(|s| [s.id.clone(), s.slug.clone()].into_iter().flatten()),
+            .filter(|s| s.remote_keys().contains(&workspace))
+            .flat_map(Recorded::remote_key_strings),
     );
     let status = integration.status.clone().unwrap_or_default();
     if !status.workspaces.iter().any(|w| names.contains(w)) {
@@ -414,17 +414,17 @@ async fn check_remote_access(
         .global_workspace_access
         .as_ref()
         .is_some_and(|g| g.get("enabled").and_then(|e| e.as_bool()) == Some(true));
-    let enables = |keys: &[&str]| {
+    let enables = |keys: &[String]| {
         let mut enabled = rows.workspaces.iter().filter(|r| r.enabled);
-        enabled.any(|r| keys.contains(&r.id.as_str()))
+        enabled.any(|r| keys.contains(&r.id))
     };
-    if global || enables(&[workspace]) {
+    if global || enables(&[workspace.to_string()]) {
         return Ok(());
     }
     // Rows read back under the UUID (FACTS-rest §5): a workspace named by slug is read for it.
     let client = cx.api(Op::Read).await?;
     match client.workspaces().get(workspace).await {
-        Ok(found) if enables(&[found.id.as_str(), found.slug.as_str()]) => return Ok(()),
+        Ok(found) if enables(&found.keys()) => return Ok(()),
         Err(e) if e.is_transient() => {
             let action = format!("read workspace {workspace} of spec.workspaceId");
             return Err(Error::api(action, e).into());
