@@ -577,11 +577,17 @@ pub async fn list(
 }
 
 /// `GET /ai_gw/admin/v2/integrations/{id}` (UUID or slug) → the live detail, key masked.
-pub async fn get(
+pub async fn get(state: State<IntegrationsState>, id: Path<String>) -> ApiResult<Response> {
+    read_one(state, id, IntegrationRecord::read)
+}
+
+/// `GET` of one integration (or a part of it), as `read` shows it.
+fn read_one(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
+    read: fn(&IntegrationRecord) -> Value,
 ) -> ApiResult<Response> {
-    reply_one(&state, &state.integrations, &id, IntegrationRecord::read)
+    reply_one(&state, &state.integrations, &id, read)
 }
 
 /// `PUT /ai_gw/admin/v2/integrations/{id}` → `{}`: `name`, `key`, `description`,
@@ -643,16 +649,8 @@ pub async fn delete(
 }
 
 /// `GET …/integrations/{id}/workspaces` → `{total, workspaces, global_workspace_access, object}`.
-pub async fn workspaces(
-    State(state): State<IntegrationsState>,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    reply_one(
-        &state,
-        &state.integrations,
-        &id,
-        IntegrationRecord::workspaces_read,
-    )
+pub async fn workspaces(state: State<IntegrationsState>, id: Path<String>) -> ApiResult<Response> {
+    read_one(state, id, IntegrationRecord::workspaces_read)
 }
 
 /// One row of a workspace access PUT, checked.
@@ -763,16 +761,8 @@ pub async fn update_workspaces(
 }
 
 /// `GET …/integrations/{id}/models` → `{total, models, allow_all_models, object}`.
-pub async fn models(
-    State(state): State<IntegrationsState>,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    reply_one(
-        &state,
-        &state.integrations,
-        &id,
-        IntegrationRecord::models_read,
-    )
+pub async fn models(state: State<IntegrationsState>, id: Path<String>) -> ApiResult<Response> {
+    read_one(state, id, IntegrationRecord::models_read)
 }
 
 /// `PUT …/integrations/{id}/models` → `{}`: merges per slug; a slug the integration lacks is

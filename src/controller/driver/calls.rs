@@ -213,6 +213,16 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
 /// The calls of a kind that writes them out ([`OwnCalls`]).
 pub struct Own;
 
+/// What [`OwnCalls::observe`] answers: the remote object, `None` where it is gone.
+pub type Read<K> = Result<Option<<K as Verbs>::Remote>, ApiError>;
+/// What [`OwnCalls::find_created`] answers: what an earlier create made, if anything.
+pub type Recovered<K> = Result<Lookup<<K as OwnCalls>::Found>, Halt>;
+
+/// What [`OwnCalls::create`] answers.
+pub type Post<K> = Result<<K as OwnCalls>::Posted, ApiError>;
+/// What [`OwnCalls::update`] answers.
+pub type Put<K> = Result<<K as OwnCalls>::Updated, ApiError>;
+
 /// [`Calls`] written out by the kind, with the same meaning.
 pub trait OwnCalls: Verbs<Remote: RemoteKey> {
     /// [`Calls::Found`].
@@ -227,7 +237,7 @@ pub trait OwnCalls: Verbs<Remote: RemoteKey> {
         client: &Client,
         key: &str,
         status: &Self::Status,
-    ) -> impl Future<Output = Result<Option<Self::Remote>, ApiError>> + Send;
+    ) -> impl Future<Output = Read<Self>> + Send;
     /// [`Calls::sent`].
     fn sent(&self, cx: &Cx<'_, Self>, desired: &Self::Desired) -> CreateAttempt;
     /// [`Calls::create`].
@@ -235,14 +245,14 @@ pub trait OwnCalls: Verbs<Remote: RemoteKey> {
         &self,
         client: &Client,
         desired: &Self::Desired,
-    ) -> impl Future<Output = Result<Self::Posted, ApiError>> + Send;
+    ) -> impl Future<Output = Post<Self>> + Send;
     /// [`Calls::update`].
     fn update(
         &self,
         client: &Client,
         desired: &Self::Desired,
         remote: &Self::Remote,
-    ) -> impl Future<Output = Result<Self::Updated, ApiError>> + Send;
+    ) -> impl Future<Output = Put<Self>> + Send;
     /// [`Calls::delete`].
     fn delete(&self, at: Deleting<'_, Self>) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// [`Calls::find_created`].
@@ -250,7 +260,7 @@ pub trait OwnCalls: Verbs<Remote: RemoteKey> {
         &self,
         cx: &Cx<'_, Self>,
         status: &Self::Status,
-    ) -> impl Future<Output = Result<Lookup<Self::Found>, Halt>> + Send;
+    ) -> impl Future<Output = Recovered<Self>> + Send;
 }
 
 /// What the driver reads of a remote object, or of a create lookup's candidate, of a kind on

@@ -60,6 +60,15 @@ pub enum Naming {
     CreatesAs,
 }
 
+/// What [`Verbs::resolve`] and [`Verbs::observed_inputs`] answer: the desired state.
+pub type Inputs<K> = Result<<K as Verbs>::Desired, Halt>;
+/// What [`Verbs::sync_sub_resources`] and [`Verbs::follow_up`] answer: the changes they made.
+pub type Changes = Result<Vec<Change>, Halt>;
+/// What [`Verbs::release`] answers: why the remote object is left in place, if it is.
+pub type Release = Result<Option<String>, Halt>;
+/// What [`Verbs::sub_resources_differ`] answers: the sub-resources that differ.
+pub type Differing = Result<Vec<&'static str>, Halt>;
+
 /// What a kind supplies to the generic driver. The driver alone decides create versus update,
 /// runs the create protocol ([`super::create`]), and honours Observe and `deletionPolicy`.
 pub trait Verbs: Managed {
@@ -98,14 +107,14 @@ pub trait Verbs: Managed {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut Self::Status,
-    ) -> impl Future<Output = Result<Self::Desired, Halt>> + Send;
+    ) -> impl Future<Output = Inputs<Self>> + Send;
     /// What Observe compares with (it never writes, so it needs no Secret values): by default
     /// [`Verbs::UNREAD_INPUTS`] where the kind gives it, else what [`Verbs::resolve`] gathers.
     fn observed_inputs(
         &self,
         cx: &Cx<'_, Self>,
         status: &mut Self::Status,
-    ) -> impl Future<Output = Result<Self::Desired, Halt>> + Send {
+    ) -> impl Future<Output = Inputs<Self>> + Send {
         match Self::UNREAD_INPUTS {
             Some(unread) => Either::Left(std::future::ready(Ok(unread))),
             None => Either::Right(self.resolve(cx, status)),
@@ -174,7 +183,7 @@ pub trait Verbs: Managed {
         _cx: &Cx<'_, Self>,
         _key: &str,
         _status: &Self::Status,
-    ) -> impl Future<Output = Result<Option<String>, Halt>> + Send {
+    ) -> impl Future<Output = Release> + Send {
         async { Ok(None) }
     }
     /// What must hold before the remote object `key` is deleted (no Config names it).
@@ -189,10 +198,7 @@ pub trait Verbs: Managed {
     /// object, when the resource goes with nothing recorded, or a lookup proved its unfinished
     /// create made nothing (never under `deletionPolicy: Orphan`): the IAM scope a refused or
     /// failed workspace create left. Only what carries this resource's mark; the changes made.
-    fn remove_unused(
-        &self,
-        _cx: &Cx<'_, Self>,
-    ) -> impl Future<Output = Result<Vec<Change>, Halt>> + Send {
+    fn remove_unused(&self, _cx: &Cx<'_, Self>) -> impl Future<Output = Changes> + Send {
         async { Ok(Vec::new()) }
     }
 
@@ -250,7 +256,7 @@ pub trait Verbs: Managed {
         &self,
         _cx: &Cx<'_, Self>,
         _status: &mut Self::Status,
-    ) -> impl Future<Output = Result<Vec<Change>, Halt>> + Send {
+    ) -> impl Future<Output = Changes> + Send {
         async { Ok(Vec::new()) }
     }
     /// Observe: the sub-resources that differ from the spec, read without a write.
@@ -258,7 +264,7 @@ pub trait Verbs: Managed {
         &self,
         _cx: &Cx<'_, Self>,
         _status: &Self::Status,
-    ) -> impl Future<Output = Result<Vec<&'static str>, Halt>> + Send {
+    ) -> impl Future<Output = Differing> + Send {
         async { Ok(Vec::new()) }
     }
 
@@ -271,7 +277,7 @@ pub trait Verbs: Managed {
         _status: &mut Self::Status,
         _desired: &Self::Desired,
         _first_sight: bool,
-    ) -> impl Future<Output = Result<Vec<Change>, Halt>> + Send {
+    ) -> impl Future<Output = Changes> + Send {
         async { Ok(Vec::new()) }
     }
 }

@@ -25,13 +25,13 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use crate::api::{self, ApiError, Client, Listing, Reading, SecretString};
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
-use crate::controller::driver::create::{Created, Lookup, one_of_ours, sent_or};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read, Recovered};
+use crate::controller::driver::create::{Created, one_of_ours, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::issuing::Issues;
 use crate::controller::driver::status::EmbedsManagedStatus;
-use crate::controller::driver::verbs::{Comparison, Verbs};
+use crate::controller::driver::verbs::{Comparison, Inputs, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::runtime::failpoints;
@@ -141,11 +141,7 @@ impl Verbs for ApiKey {
     /// the new stamp.
     const READ_AFTER_UPDATE: bool = true;
 
-    async fn resolve(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut ApiKeyStatus,
-    ) -> Result<Option<String>, Halt> {
+    async fn resolve(&self, cx: &Cx<'_, Self>, status: &mut ApiKeyStatus) -> Inputs<Self> {
         let held = held_override(self, cx).await?;
         let config_id = resolve_config(self, cx, held.as_deref()).await?;
         status.config_id = config_id.clone();
@@ -153,11 +149,7 @@ impl Verbs for ApiKey {
         Ok(config_id)
     }
     /// The config last sent: Observe resolves no Config.
-    async fn observed_inputs(
-        &self,
-        _cx: &Cx<'_, Self>,
-        status: &mut ApiKeyStatus,
-    ) -> Result<Option<String>, Halt> {
+    async fn observed_inputs(&self, _cx: &Cx<'_, Self>, status: &mut ApiKeyStatus) -> Inputs<Self> {
         Ok(status.config_id.clone())
     }
     fn compare(
@@ -202,12 +194,7 @@ impl OwnCalls for ApiKey {
     type Updated = ();
     /// A key that is gone (404, nothing else) is forgotten, so a new one is created into the
     /// Secret.
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _status: &ApiKeyStatus,
-    ) -> Result<Option<api::ApiKey>, ApiError> {
+    async fn observe(&self, client: &Client, key: &str, _: &ApiKeyStatus) -> Read<Self> {
         client
             .api_keys(self.spec.kind.to_api())
             .get(key)
@@ -222,11 +209,7 @@ impl OwnCalls for ApiKey {
             &request,
         )
     }
-    async fn create(
-        &self,
-        client: &Client,
-        config_id: &Option<String>,
-    ) -> Result<api::ApiKeyCreated, ApiError> {
+    async fn create(&self, client: &Client, config_id: &Option<String>) -> Post<Self> {
         let request = create_request(self, config_id.as_deref());
         client
             .api_keys(self.spec.kind.to_api())
@@ -238,7 +221,7 @@ impl OwnCalls for ApiKey {
         client: &Client,
         config_id: &Option<String>,
         remote: &api::ApiKey,
-    ) -> Result<(), ApiError> {
+    ) -> Put<Self> {
         let (_, update) = self.spec.update_for(remote, config_id.as_deref());
         client
             .api_keys(self.spec.kind.to_api())
@@ -255,11 +238,7 @@ impl OwnCalls for ApiKey {
     /// with the same name, created within the POST's window, claimed by no other resource, in a
     /// complete listing; proven by this resource's mark, or else taken only under the adoption
     /// grant (see [`one_of_ours`]).
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &ApiKeyStatus,
-    ) -> Result<Lookup<api::ApiKey>, Halt> {
+    async fn find_created(&self, cx: &Cx<'_, Self>, status: &ApiKeyStatus) -> Recovered<Self> {
         let sent = sent_or(
             status,
             Some(self.spec.name.as_str()),

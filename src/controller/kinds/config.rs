@@ -9,12 +9,12 @@ use crate::api::{
     ApiError, Client, ConfigCreated, ConfigDetail, ConfigSummary, ConfigUpdated, Listing,
 };
 use crate::controller::Context;
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
-use crate::controller::driver::create::{Created, Lookup, one_unmarked, sent_or};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read, Recovered};
+use crate::controller::driver::create::{Created, one_unmarked, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::CACHES_LISTED_WITHIN;
-use crate::controller::driver::verbs::{Comparison, Verbs, still_referenced};
-use crate::controller::driver::{Change, Cx, Managed};
+use crate::controller::driver::verbs::{Changes, Comparison, Inputs, Verbs, still_referenced};
+use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Halt, Wait};
 use crate::controller::kinds::config_refs::{self, Desired};
 use crate::controller::kinds::keyed;
@@ -124,11 +124,7 @@ impl Verbs for Config {
 
     /// The resources the document names, by their slugs, then (from the resolved document)
     /// the Secret values and guardrail references, settled before anything is read or written.
-    async fn resolve(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut ConfigStatus,
-    ) -> Result<Resolved, Halt> {
+    async fn resolve(&self, cx: &Cx<'_, Self>, status: &mut ConfigStatus) -> Inputs<Self> {
         let references = config_refs::resolved_values(self, cx.ctx)?;
         let config = config_refs::with_values(self, &references)?.unwrap_or_else(|| self.clone());
         let secrets = config_refs::desired(&config, cx, status).await?;
@@ -141,11 +137,7 @@ impl Verbs for Config {
             references,
         })
     }
-    async fn observed_inputs(
-        &self,
-        cx: &Cx<'_, Self>,
-        _status: &mut ConfigStatus,
-    ) -> Result<Resolved, Halt> {
+    async fn observed_inputs(&self, cx: &Cx<'_, Self>, _: &mut ConfigStatus) -> Inputs<Self> {
         let config = config_refs::with_resources(self, cx.ctx)?.unwrap_or_else(|| self.clone());
         Ok(Resolved {
             config,
@@ -256,7 +248,7 @@ impl Verbs for Config {
         status: &mut ConfigStatus,
         desired: &Resolved,
         _first_sight: bool,
-    ) -> Result<Vec<Change>, Halt> {
+    ) -> Changes {
         status.resolved_references = desired.references.clone();
         Ok(Vec::new())
     }
@@ -266,12 +258,7 @@ impl OwnCalls for Config {
     type Found = ConfigSummary;
     type Posted = (ConfigCreated, Option<ConfigDetail>);
     type Updated = ConfigUpdated;
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _status: &ConfigStatus,
-    ) -> Result<Option<ConfigDetail>, ApiError> {
+    async fn observe(&self, client: &Client, key: &str, _: &ConfigStatus) -> Read<Self> {
         client.configs().get(key).await.map(Some)
     }
     fn sent(&self, cx: &Cx<'_, Self>, desired: &Resolved) -> CreateAttempt {
@@ -286,11 +273,7 @@ impl OwnCalls for Config {
     /// POSTs the config. Gateways reference configs by slug: an answer without one is
     /// completed by a read by id. A failed read (a list or a read that lags the create) keeps
     /// the id: the drift list shows the slug the status lacks, and it is read then.
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Resolved,
-    ) -> Result<(ConfigCreated, Option<ConfigDetail>), ApiError> {
+    async fn create(&self, client: &Client, desired: &Resolved) -> Post<Self> {
         let request = desired.config.spec.create_request_with(&desired.document());
         let created = client.configs().create(&request).await?;
         if created.slug.is_some() {
@@ -313,7 +296,7 @@ impl OwnCalls for Config {
         client: &Client,
         desired: &Resolved,
         remote: &ConfigDetail,
-    ) -> Result<ConfigUpdated, ApiError> {
+    ) -> Put<Self> {
         let request = desired.config.spec.update_request_with(&desired.document());
         client.configs().update(&remote.slug, &request).await
     }
@@ -325,11 +308,7 @@ impl OwnCalls for Config {
     /// sent (not the spec's, which may have been edited since), created within its window, that no
     /// other resource records, in a complete listing. The API keeps no marker on configs, so a
     /// namesake outside the window, another resource's config, or two candidates never count.
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &ConfigStatus,
-    ) -> Result<Lookup<crate::api::ConfigSummary>, Halt> {
+    async fn find_created(&self, cx: &Cx<'_, Self>, status: &ConfigStatus) -> Recovered<Self> {
         let sent = sent_or(
             status,
             Some(self.spec.name.as_str()),

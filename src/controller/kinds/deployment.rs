@@ -9,14 +9,14 @@ use crate::api::{
     self, ApiError, Client, DeploymentCreated, DeploymentListQuery, SecretString,
     UpdateDeploymentRequest,
 };
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Put, Read, Recovered};
 use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::issuing::Issues;
 use crate::controller::driver::secret_delivery;
 use crate::controller::driver::status::EmbedsManagedStatus;
-use crate::controller::driver::verbs::{Comparison, Verbs};
+use crate::controller::driver::verbs::{Comparison, Inputs, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::runtime::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
@@ -83,11 +83,7 @@ impl Verbs for Deployment {
     /// The API's DELETE archives a deployment; it never hard-deletes one.
     const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
 
-    async fn resolve(
-        &self,
-        _cx: &Cx<'_, Self>,
-        _status: &mut DeploymentStatus,
-    ) -> Result<(), Halt> {
+    async fn resolve(&self, _cx: &Cx<'_, Self>, _: &mut DeploymentStatus) -> Inputs<Self> {
         Ok(())
     }
     fn compare(
@@ -181,12 +177,7 @@ impl OwnCalls for Deployment {
     type Posted = DeploymentCreated;
     type Updated = api::DeploymentUpdated;
     /// Only 404 or `AB08` means it is gone.
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _status: &DeploymentStatus,
-    ) -> Result<Option<api::Deployment>, ApiError> {
+    async fn observe(&self, client: &Client, key: &str, _: &DeploymentStatus) -> Read<Self> {
         client.deployments().get(key).await.map(Some)
     }
     fn sent(&self, cx: &Cx<'_, Self>, _desired: &()) -> CreateAttempt {
@@ -197,12 +188,7 @@ impl OwnCalls for Deployment {
         let request = self.spec.create_request(created_uid(self));
         client.deployments().create(&request).await
     }
-    async fn update(
-        &self,
-        client: &Client,
-        _desired: &(),
-        remote: &api::Deployment,
-    ) -> Result<api::DeploymentUpdated, ApiError> {
+    async fn update(&self, client: &Client, _desired: &(), remote: &api::Deployment) -> Put<Self> {
         client
             .deployments()
             .update(&remote.id, &self.spec.update_request(created_uid(self)))
@@ -213,11 +199,7 @@ impl OwnCalls for Deployment {
     }
     /// The deployment an earlier create made for this resource: the one carrying its
     /// `aigw.io/uid` tag, in a complete listing.
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        _status: &DeploymentStatus,
-    ) -> Result<Lookup<api::DeploymentSummary>, Halt> {
+    async fn find_created(&self, cx: &Cx<'_, Self>, _: &DeploymentStatus) -> Recovered<Self> {
         let Some(uid) = created_uid(self) else {
             return Ok(Lookup::Absent);
         };

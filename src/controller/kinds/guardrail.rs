@@ -16,11 +16,15 @@ use crate::api::{
     Reading,
 };
 use crate::controller::Context;
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
+use crate::controller::driver::calls::{
+    Deleting, Own, OwnCalls, Post, Put, Read, Recovered, RemoteKey,
+};
 use crate::controller::driver::create::{Created, Lookup, one_unmarked, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::referenced::{qualified, users};
-use crate::controller::driver::verbs::{Comparison, Verbs, still_referenced};
+use crate::controller::driver::verbs::{
+    Changes, Comparison, Differing, Inputs, Verbs, still_referenced,
+};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{self, Desired, ReadsSecrets, conceal_before_delete};
@@ -80,11 +84,7 @@ macro_rules! guardrail_kind {
             /// Observe reads no Secret.
             const UNREAD_INPUTS: Option<Option<Desired>> = Some(None);
 
-            async fn resolve(
-                &self,
-                cx: &Cx<'_, Self>,
-                _status: &mut GuardrailStatus,
-            ) -> Result<Option<Desired>, Halt> {
+            async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut GuardrailStatus) -> Inputs<Self> {
                 Ok(Some(resolve(self, cx).await?))
             }
             fn compare(
@@ -143,14 +143,14 @@ macro_rules! guardrail_kind {
                 &self,
                 cx: &Cx<'_, Self>,
                 status: &mut GuardrailStatus,
-            ) -> Result<Vec<crate::controller::driver::Change>, Halt> {
+            ) -> Changes {
                 mcp_servers::sync(self, cx, status).await
             }
             async fn sub_resources_differ(
                 &self,
                 cx: &Cx<'_, Self>,
                 status: &GuardrailStatus,
-            ) -> Result<Vec<&'static str>, Halt> {
+            ) -> Differing {
                 mcp_servers::differ(self, cx, status).await
             }
             fn record_drift(status: &mut GuardrailStatus, replaced: DriftCorrection) {
@@ -167,17 +167,13 @@ macro_rules! guardrail_kind {
                 client: &Client,
                 key: &str,
                 status: &GuardrailStatus,
-            ) -> Result<Option<GuardrailDetails>, ApiError> {
+            ) -> Read<Self> {
                 observe(self, client, key, status).await
             }
             fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Desired>) -> CreateAttempt {
                 sent(self, cx, desired.as_ref())
             }
-            async fn create(
-                &self,
-                client: &Client,
-                desired: &Option<Desired>,
-            ) -> Result<GuardrailWritten, ApiError> {
+            async fn create(&self, client: &Client, desired: &Option<Desired>) -> Post<Self> {
                 let request = create_request(self, desired.as_ref());
                 plane::<Self>(client).create(&request).await
             }
@@ -186,7 +182,7 @@ macro_rules! guardrail_kind {
                 client: &Client,
                 desired: &Option<Desired>,
                 remote: &GuardrailDetails,
-            ) -> Result<GuardrailWritten, ApiError> {
+            ) -> Put<Self> {
                 let document = desired
                     .as_ref()
                     .map(Desired::request_document)
@@ -202,7 +198,7 @@ macro_rules! guardrail_kind {
                 &self,
                 cx: &Cx<'_, Self>,
                 status: &GuardrailStatus,
-            ) -> Result<Lookup<GuardrailSummary>, Halt> {
+            ) -> Recovered<Self> {
                 find_created(self, cx, status).await
             }
         }

@@ -22,8 +22,10 @@ use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::Created;
 use crate::controller::driver::gate::tenant_id;
 use crate::controller::driver::referenced::{ready_named, users};
-use crate::controller::driver::verbs::{Comparison, Naming, Verbs, still_referenced};
-use crate::controller::driver::{Change, Cx, Managed};
+use crate::controller::driver::verbs::{
+    Changes, Comparison, Differing, Inputs, Naming, Verbs, still_referenced,
+};
+use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{
     self, CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
@@ -90,11 +92,7 @@ impl Verbs for Integration {
     const NAMING: Naming = Naming::CreatesAs;
     const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
-    async fn resolve(
-        &self,
-        cx: &Cx<'_, Self>,
-        _status: &mut IntegrationStatus,
-    ) -> Result<Option<Written>, Halt> {
+    async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut IntegrationStatus) -> Inputs<Self> {
         check_key_namespace(self, cx.ctx)?;
         let desired = Desired::read(self, &self.spec, cx.ctx).await?;
         for value in desired.secret_values() {
@@ -153,14 +151,14 @@ impl Verbs for Integration {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut IntegrationStatus,
-    ) -> Result<Vec<Change>, Halt> {
+    ) -> Changes {
         access::sync(&self.spec, cx, status).await
     }
     async fn sub_resources_differ(
         &self,
         cx: &Cx<'_, Self>,
         status: &IntegrationStatus,
-    ) -> Result<Vec<&'static str>, Halt> {
+    ) -> Differing {
         access::differ(&self.spec, cx, status).await
     }
 }

@@ -24,7 +24,8 @@ use crate::controller::driver::create::Created;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::ready_named;
 use crate::controller::driver::verbs::{
-    Comparison, Naming, STILL_REFERENCED, Verbs, refused_in_use, removed_once, still_referenced,
+    Changes, Comparison, Differing, Inputs, Naming, STILL_REFERENCED, Verbs, refused_in_use,
+    removed_once, still_referenced,
 };
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -106,11 +107,7 @@ impl Verbs for McpIntegration {
     const NAMING: Naming = Naming::CreatesAs;
     const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
-    async fn resolve(
-        &self,
-        cx: &Cx<'_, Self>,
-        _status: &mut McpIntegrationStatus,
-    ) -> Result<Option<Written>, Halt> {
+    async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut McpIntegrationStatus) -> Inputs<Self> {
         let configurations = match &self.spec.configurations_secret_ref {
             Some(_) => Some(read_configurations(self, cx).await?),
             None => None,
@@ -218,7 +215,7 @@ impl Verbs for McpIntegration {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut McpIntegrationStatus,
-    ) -> Result<Vec<Change>, Halt> {
+    ) -> Changes {
         let key = status.id.clone().unwrap_or_default();
         let mut changes = Vec::new();
         changes.extend(apply_access(self, cx, status, &key).await?);
@@ -229,7 +226,7 @@ impl Verbs for McpIntegration {
         &self,
         cx: &Cx<'_, Self>,
         status: &McpIntegrationStatus,
-    ) -> Result<Vec<&'static str>, Halt> {
+    ) -> Differing {
         let key = status.id.clone().unwrap_or_default();
         let client = cx.api(Op::Read).await?;
         let mut fields = Vec::new();

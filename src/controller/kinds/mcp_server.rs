@@ -21,12 +21,14 @@ pub use references::{naming, watch_inputs, watch_servers};
 
 use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersListQuery, Reading};
 use crate::controller::Context;
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
-use crate::controller::driver::create::{Created, Lookup, in_workspace};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read, Recovered};
+use crate::controller::driver::create::{Created, in_workspace};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{ready_named, recorded_keys};
-use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
-use crate::controller::driver::{Change, Cx, Managed};
+use crate::controller::driver::verbs::{
+    Changes, Comparison, Differing, Inputs, Naming, Release, Verbs,
+};
+use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::bound::{Bound, recorded_keys_of, released};
 use crate::controller::kinds::keyed;
@@ -59,11 +61,7 @@ impl Verbs for McpServer {
     const WHAT: &'static str = "MCP server";
     const NAMING: Naming = Naming::CreatesAs;
 
-    async fn resolve(
-        &self,
-        cx: &Cx<'_, Self>,
-        _status: &mut McpServerStatus,
-    ) -> Result<Instantiates, Halt> {
+    async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut McpServerStatus) -> Inputs<Self> {
         let instantiates = match (&self.spec.integration_ref, &self.spec.integration_id) {
             (_, Some(given)) => remote_integration(cx, given).await?,
             (Some(named), None) => {
@@ -85,7 +83,7 @@ impl Verbs for McpServer {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut McpServerStatus,
-    ) -> Result<Instantiates, Halt> {
+    ) -> Inputs<Self> {
         Ok(Instantiates {
             id: None,
             keys: integration_keys(self, cx.ctx, status),
@@ -116,12 +114,7 @@ impl Verbs for McpServer {
     }
     /// A namespace no longer granted the integration releases its server without a call, as
     /// for a revoked workspace: a delete reaches the integration as much as an update.
-    async fn release(
-        &self,
-        cx: &Cx<'_, Self>,
-        _key: &str,
-        status: &McpServerStatus,
-    ) -> Result<Option<String>, Halt> {
+    async fn release(&self, cx: &Cx<'_, Self>, _key: &str, status: &McpServerStatus) -> Release {
         let keys = integration_keys(self, cx.ctx, status);
         released(integration_granted(self, cx, &keys).await)
     }
@@ -150,11 +143,7 @@ impl Verbs for McpServer {
         keyed::record_updated(status, None);
     }
     /// User access: one PUT of the rows and default that differ.
-    async fn sync_sub_resources(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut McpServerStatus,
-    ) -> Result<Vec<Change>, Halt> {
+    async fn sync_sub_resources(&self, cx: &Cx<'_, Self>, status: &mut McpServerStatus) -> Changes {
         let Some(key) = status.id.clone() else {
             return Ok(Vec::new());
         };
@@ -169,11 +158,7 @@ impl Verbs for McpServer {
             .await?;
         Ok(vec![change])
     }
-    async fn sub_resources_differ(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &McpServerStatus,
-    ) -> Result<Vec<&'static str>, Halt> {
+    async fn sub_resources_differ(&self, cx: &Cx<'_, Self>, status: &McpServerStatus) -> Differing {
         let Some(key) = status.id.clone() else {
             return Ok(Vec::new());
         };
@@ -188,12 +173,7 @@ impl OwnCalls for McpServer {
     type Updated = api::Created;
     /// The detail, with the workspace its list row tells (the detail omits it; a row not
     /// listed yet leaves it unknown, and so not compared).
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _: &McpServerStatus,
-    ) -> Result<Option<RemoteServer>, ApiError> {
+    async fn observe(&self, client: &Client, key: &str, _: &McpServerStatus) -> Read<Self> {
         let mut detail = client.mcp_servers().get(key).await?;
         let query = McpServersListQuery {
             ids: vec![detail.id.clone()],
@@ -217,22 +197,13 @@ impl OwnCalls for McpServer {
             &request,
         )
     }
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Instantiates,
-    ) -> Result<api::Created, ApiError> {
+    async fn create(&self, client: &Client, desired: &Instantiates) -> Post<Self> {
         let request = self
             .spec
             .create_request(desired.id.as_deref().unwrap_or_default());
         client.mcp_servers().create(&request).await
     }
-    async fn update(
-        &self,
-        client: &Client,
-        _: &Instantiates,
-        remote: &RemoteServer,
-    ) -> Result<api::Created, ApiError> {
+    async fn update(&self, client: &Client, _: &Instantiates, remote: &RemoteServer) -> Put<Self> {
         let (_, update) = self.spec.update_for(remote);
         client.mcp_servers().update(&remote.id, &update).await
     }
@@ -242,11 +213,7 @@ impl OwnCalls for McpServer {
     /// The server an earlier create made: in its workspace, the one with `spec.slug` (and the name
     /// it sent), else the one with the name it sent, created within its window, claimed by no
     /// other resource, in a complete listing.
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &McpServerStatus,
-    ) -> Result<Lookup<RemoteServer>, Halt> {
+    async fn find_created(&self, cx: &Cx<'_, Self>, status: &McpServerStatus) -> Recovered<Self> {
         let spec = &self.spec;
         let query = McpServersListQuery {
             workspace_id: Some(spec.workspace().to_string()),

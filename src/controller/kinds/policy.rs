@@ -5,12 +5,12 @@
 //! status records besides [`PolicyRecord`] ([`PolicyKind`]); the driver does the rest ([`crate::controller::driver::flow`]).
 
 use crate::api::{ApiError, Client, Listing, Reading};
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Put, Read, Recovered, RemoteKey};
 use crate::controller::driver::create::{
-    Created, Lookup, body_hash, body_hash_matches, one_of_ours, sent_or,
+    Created, body_hash, body_hash_matches, one_of_ours, sent_or,
 };
 use crate::controller::driver::drift::Row;
-use crate::controller::driver::verbs::{Comparison, Verbs};
+use crate::controller::driver::verbs::{Changes, Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Halt;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
@@ -133,7 +133,7 @@ impl<P: PolicyKind> Verbs for P {
         status: &mut P::Status,
         _desired: &P,
         first_sight: bool,
-    ) -> Result<Vec<Change>, Halt> {
+    ) -> Changes {
         <P as PolicyKind>::follow_up(self, cx, status, first_sight).await
     }
 }
@@ -142,12 +142,7 @@ impl<P: PolicyKind> OwnCalls for P {
     type Found = P::Remote;
     type Posted = String;
     type Updated = ();
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _status: &P::Status,
-    ) -> Result<Option<P::Remote>, ApiError> {
+    async fn observe(&self, client: &Client, key: &str, _: &P::Status) -> Read<Self> {
         P::get(client, key).await.map(Some)
     }
     fn sent(&self, cx: &Cx<'_, P>, desired: &P) -> CreateAttempt {
@@ -163,12 +158,7 @@ impl<P: PolicyKind> OwnCalls for P {
     async fn create(&self, client: &Client, desired: &P) -> Result<String, ApiError> {
         <P as Policy>::create(desired, client).await
     }
-    async fn update(
-        &self,
-        client: &Client,
-        desired: &P,
-        remote: &P::Remote,
-    ) -> Result<(), ApiError> {
+    async fn update(&self, client: &Client, desired: &P, remote: &P::Remote) -> Put<Self> {
         <P as Policy>::update(desired, client, P::facts(remote).id).await
     }
     async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
@@ -178,11 +168,7 @@ impl<P: PolicyKind> OwnCalls for P {
     /// same name (or, without a name, the fields that create sent: not the spec's, which may have
     /// been edited since) and fixed fields, created within the POST's window, claimed by no other
     /// resource, in a complete, fully paged listing.
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &P::Status,
-    ) -> Result<Lookup<P::Remote>, Halt> {
+    async fn find_created(&self, cx: &Cx<'_, Self>, status: &P::Status) -> Recovered<Self> {
         let sent = sent_or(status, self.name(), self.workspace_id());
         let listing = cx
             .read(format!("list {}s", P::WHAT), |client| {

@@ -22,12 +22,16 @@ use crate::api::{
     ProvidersListQuery, Reading,
 };
 use crate::controller::Context;
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey, key_or};
-use crate::controller::driver::create::{Created, Lookup, in_workspace};
+use crate::controller::driver::calls::{
+    Deleting, Own, OwnCalls, Post, Put, Read, Recovered, RemoteKey, key_or,
+};
+use crate::controller::driver::create::{Created, in_workspace};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{names, qualified, users};
-use crate::controller::driver::verbs::{Comparison, Naming, Verbs, still_referenced};
-use crate::controller::driver::{Change, Cx, Managed};
+use crate::controller::driver::verbs::{
+    Changes, Comparison, Inputs, Naming, Release, Verbs, still_referenced,
+};
+use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::bound::{Bound, released};
 use crate::controller::kinds::config_refs::{Referenced, slug_when_ready};
@@ -68,11 +72,7 @@ impl Verbs for Provider {
     const WHAT: &'static str = "provider";
     const NAMING: Naming = Naming::CreatesAs;
 
-    async fn resolve(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut ProviderStatus,
-    ) -> Result<Binding, Halt> {
+    async fn resolve(&self, cx: &Cx<'_, Self>, status: &mut ProviderStatus) -> Inputs<Self> {
         let bound = bound_integration(self, cx).await?;
         let reset =
             self.spec.reset_usage.is_some() && self.spec.reset_usage != status.observed_reset_usage;
@@ -86,7 +86,7 @@ impl Verbs for Provider {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut ProviderStatus,
-    ) -> Result<Binding, Halt> {
+    ) -> Inputs<Self> {
         let keys = integration_keys(self, cx.ctx, status);
         Ok(Binding {
             integration: Bound { id: None, keys },
@@ -137,12 +137,7 @@ impl Verbs for Provider {
             _ => Ok(()),
         }
     }
-    async fn release(
-        &self,
-        cx: &Cx<'_, Self>,
-        key: &str,
-        status: &ProviderStatus,
-    ) -> Result<Option<String>, Halt> {
+    async fn release(&self, cx: &Cx<'_, Self>, key: &str, status: &ProviderStatus) -> Release {
         if let Some(why) = binds_another(self, cx, status, key).await? {
             return Ok(Some(why));
         }
@@ -188,7 +183,7 @@ impl Verbs for Provider {
         status: &mut ProviderStatus,
         _desired: &Binding,
         _first_sight: bool,
-    ) -> Result<Vec<Change>, Halt> {
+    ) -> Changes {
         status.observed_reset_usage = self.spec.reset_usage.clone();
         Ok(Vec::new())
     }
@@ -198,12 +193,7 @@ impl OwnCalls for Provider {
     type Found = RemoteProvider;
     type Posted = ProviderWritten;
     type Updated = ProviderWritten;
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _: &ProviderStatus,
-    ) -> Result<Option<RemoteProvider>, ApiError> {
+    async fn observe(&self, client: &Client, key: &str, _: &ProviderStatus) -> Read<Self> {
         let workspace = Some(self.spec.workspace());
         client.providers().get(key, workspace).await.map(Some)
     }
@@ -215,11 +205,7 @@ impl OwnCalls for Provider {
             &request,
         )
     }
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Binding,
-    ) -> Result<ProviderWritten, ApiError> {
+    async fn create(&self, client: &Client, desired: &Binding) -> Post<Self> {
         client
             .providers()
             .create(&create_request(self, desired))
@@ -230,7 +216,7 @@ impl OwnCalls for Provider {
         client: &Client,
         desired: &Binding,
         remote: &RemoteProvider,
-    ) -> Result<ProviderWritten, ApiError> {
+    ) -> Put<Self> {
         let (_, update) = self.spec.update_for(remote, desired.reset);
         let workspace = Some(self.spec.workspace());
         let update = update.unwrap_or_default();
@@ -246,11 +232,7 @@ impl OwnCalls for Provider {
     /// The provider an earlier create made: the one of the workspace with the name it sent (and
     /// `spec.slug`, when set), created within its window, claimed by no other resource, in a
     /// complete listing.
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &ProviderStatus,
-    ) -> Result<Lookup<RemoteProvider>, Halt> {
+    async fn find_created(&self, cx: &Cx<'_, Self>, status: &ProviderStatus) -> Recovered<Self> {
         let spec = &self.spec;
         let query = ProvidersListQuery {
             workspace_id: Some(spec.workspace().to_string()),

@@ -18,7 +18,7 @@ use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::Created;
 use crate::controller::driver::referenced::names;
 use crate::controller::driver::verbs::{
-    Comparison, Naming, Verbs, refused_in_use, still_referenced,
+    Comparison, Inputs, Naming, Verbs, refused_in_use, still_referenced,
 };
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -73,11 +73,7 @@ impl Verbs for SecretReference {
     const NAMING: Naming = Naming::CreatesAs;
     const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
-    async fn resolve(
-        &self,
-        cx: &Cx<'_, Self>,
-        _status: &mut SecretReferenceStatus,
-    ) -> Result<Option<Written>, Halt> {
+    async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut SecretReferenceStatus) -> Inputs<Self> {
         let auth_config = read_auth_config(self, cx.ctx).await?;
         for value in auth_config.values().filter_map(Value::as_str) {
             cx.conceal(value);

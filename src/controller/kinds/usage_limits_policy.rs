@@ -14,6 +14,7 @@ use crate::api::{ApiError, Client, Listing, UsageLimitsPolicy as RemotePolicy};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::EmbedsManagedStatus;
+use crate::controller::driver::verbs::Changes;
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::now_rfc3339;
@@ -68,7 +69,7 @@ impl PolicyKind for UsageLimitsPolicy {
         cx: &Cx<'_, Self>,
         status: &mut UsageLimitsPolicyStatus,
         first_sight: bool,
-    ) -> Result<Vec<Change>, Halt> {
+    ) -> Changes {
         if first_sight && status.resetting_for.is_none() {
             status.observed_reset_usage = self.spec.reset_usage.clone();
         }

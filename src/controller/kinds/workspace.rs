@@ -26,12 +26,12 @@ use crate::api::{
     self, ApiError, Client, IamScope, IamScopeWrite, Workspace as RemoteWorkspace,
     WorkspacesListQuery,
 };
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read, Recovered};
 use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced;
 use crate::controller::driver::verbs::{
-    Comparison, STILL_REFERENCED, Verbs, removed_once, still_referenced,
+    Changes, Comparison, Differing, Inputs, STILL_REFERENCED, Verbs, removed_once, still_referenced,
 };
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
@@ -81,11 +81,7 @@ impl Verbs for Workspace {
     const WHAT: &'static str = "workspace";
     const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
 
-    async fn resolve(
-        &self,
-        cx: &Cx<'_, Self>,
-        _status: &mut WorkspaceStatus,
-    ) -> Result<Desired, Halt> {
+    async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut WorkspaceStatus) -> Inputs<Self> {
         let (config, pending) = default_config(self, cx.ctx).await?;
         Ok(Desired {
             settings: self.spec.settings(config),
@@ -274,11 +270,7 @@ impl Verbs for Workspace {
         status.last_applied_at = Some(now_rfc3339());
     }
     /// The third call: the scope aigw made binds the workspace's slug.
-    async fn sync_sub_resources(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut WorkspaceStatus,
-    ) -> Result<Vec<Change>, Halt> {
+    async fn sync_sub_resources(&self, cx: &Cx<'_, Self>, status: &mut WorkspaceStatus) -> Changes {
         let Some((scope, slug)) = own_binding(self, cx.ctx, status) else {
             return Ok(Vec::new());
         };
@@ -314,11 +306,7 @@ impl Verbs for Workspace {
             format!("bound IAM scope {} to workspace {slug}", scope.name),
         )])
     }
-    async fn sub_resources_differ(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &WorkspaceStatus,
-    ) -> Result<Vec<&'static str>, Halt> {
+    async fn sub_resources_differ(&self, cx: &Cx<'_, Self>, status: &WorkspaceStatus) -> Differing {
         let Some((scope, slug)) = own_binding(self, cx.ctx, status) else {
             return Ok(Vec::new());
         };
@@ -333,10 +321,10 @@ impl Verbs for Workspace {
     async fn follow_up(
         &self,
         _cx: &Cx<'_, Self>,
-        _status: &mut WorkspaceStatus,
+        _: &mut WorkspaceStatus,
         desired: &Desired,
         _first_sight: bool,
-    ) -> Result<Vec<Change>, Halt> {
+    ) -> Changes {
         match &desired.pending {
             Some(why) => Err(Error::not_allowed(REFERENCE_NOT_READY, why.clone()).into()),
             None => Ok(Vec::new()),
@@ -348,12 +336,7 @@ impl OwnCalls for Workspace {
     type Found = RemoteWorkspace;
     type Posted = api::WorkspaceCreated;
     type Updated = ();
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _: &WorkspaceStatus,
-    ) -> Result<Option<RemoteWorkspace>, ApiError> {
+    async fn observe(&self, client: &Client, key: &str, _: &WorkspaceStatus) -> Read<Self> {
         client.workspaces().get(key).await.map(Some)
     }
     fn sent(&self, cx: &Cx<'_, Self>, desired: &Desired) -> CreateAttempt {
@@ -364,11 +347,7 @@ impl OwnCalls for Workspace {
             &desired.settings.create_request(scope.unwrap_or_default()),
         )
     }
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Desired,
-    ) -> Result<api::WorkspaceCreated, ApiError> {
+    async fn create(&self, client: &Client, desired: &Desired) -> Post<Self> {
         let scope = desired.scope.as_ref().map(|s| s.name.as_str());
         let request = desired.settings.create_request(scope.unwrap_or_default());
         client.workspaces().create(&request).await
@@ -378,7 +357,7 @@ impl OwnCalls for Workspace {
         client: &Client,
         desired: &Desired,
         remote: &RemoteWorkspace,
-    ) -> Result<(), ApiError> {
+    ) -> Put<Self> {
         client
             .workspaces()
             .update(&remote.id, &desired.settings.update_request())
@@ -412,11 +391,7 @@ impl OwnCalls for Workspace {
     }
     /// The workspace an earlier create made: the one naming this resource's own IAM scope (which
     /// carries its ownership token), in a complete listing of the organisation's workspaces.
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        _status: &WorkspaceStatus,
-    ) -> Result<Lookup<RemoteWorkspace>, Halt> {
+    async fn find_created(&self, cx: &Cx<'_, Self>, _: &WorkspaceStatus) -> Recovered<Self> {
         let Some(scope) = owned_scope(self, cx.ctx) else {
             return Ok(Lookup::Absent);
         };
