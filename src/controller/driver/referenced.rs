@@ -44,17 +44,45 @@ pub fn recorded_keys<K: Managed>(ctx: &Context, name: &str) -> Option<Vec<String
     })
 }
 
-/// Resource `name` of kind `K` and the remote id `id` reads from its status, once `referrer`
-/// (of kind `R`) may use it; else why it waits (`waiting`), or, for another tenant's resource,
-/// an invalid spec. `what` names the resource and the field naming it, for the messages.
+/// A resource that a referrer's spec `field` names by `name`, and the condition `reason` the
+/// referrer waits under until it can use it.
+pub struct Ref<'a> {
+    pub name: &'a str,
+    pub field: &'static str,
+    pub reason: &'static str,
+}
+
+impl<'a> Ref<'a> {
+    pub fn new(name: &'a str, field: &'static str, reason: &'static str) -> Self {
+        Self {
+            name,
+            field,
+            reason,
+        }
+    }
+
+    /// For messages: "Workspace ws-a named by spec.workspaces".
+    pub fn what<K: Managed>(&self) -> String {
+        format!("{} {} named by {}", K::KIND, self.name, self.field)
+    }
+
+    /// The referrer waits, for `why`.
+    pub fn waiting(&self, why: String) -> Error {
+        Error::not_allowed(self.reason, why)
+    }
+}
+
+/// Resource `named` of kind `K` and the remote id its status records, once `referrer` (of kind
+/// `R`) may use it; else why it waits ([`Ref::waiting`]), or, for another tenant's resource, an
+/// invalid spec.
 pub fn ready_named<K: Managed, R: Managed>(
     referrer: &R,
     ctx: &Context,
-    name: &str,
-    what: &str,
-    waiting: impl Fn(String) -> Error,
+    named_by: &Ref<'_>,
     id: impl FnOnce(&K::Status) -> Option<String>,
 ) -> Result<(Arc<K>, String), Error> {
+    let (name, what) = (named_by.name, named_by.what::<K>());
+    let waiting = |why: String| named_by.waiting(why);
     let Some(found) = named::<K>(ctx, name) else {
         return Err(waiting(format!(
             "{what} does not exist yet; waiting for it"

@@ -21,7 +21,7 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::Created;
 use crate::controller::driver::gate::tenant_id;
-use crate::controller::driver::referenced::{ready_named, users};
+use crate::controller::driver::referenced::{Ref, ready_named, users};
 use crate::controller::driver::verbs::{
     Changes, Comparison, Differing, Inputs, Naming, Verbs, still_referenced,
 };
@@ -228,14 +228,8 @@ fn secret_mappings(integration: &Integration, ctx: &Context) -> Result<Option<Ve
 
 /// The UUID the SecretReference resource `name` recorded, once it can be mapped.
 fn ready_reference(integration: &Integration, ctx: &Context, name: &str) -> Result<String, Error> {
-    let (_, id) = ready_named::<SecretReference, _>(
-        integration,
-        ctx,
-        name,
-        &format!("SecretReference {name} named by spec.secretMappings"),
-        |why| Error::not_allowed(SECRET_REFERENCE_NOT_READY, why),
-        |status| status.id.clone(),
-    )?;
+    let by = Ref::new(name, "spec.secretMappings", SECRET_REFERENCE_NOT_READY);
+    let (_, id) = ready_named::<SecretReference, _>(integration, ctx, &by, |s| s.id.clone())?;
     Ok(id)
 }
 

@@ -22,7 +22,7 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::Created;
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced::ready_named;
+use crate::controller::driver::referenced::{Ref, ready_named};
 use crate::controller::driver::verbs::{
     Changes, Comparison, Differing, Inputs, Naming, STILL_REFERENCED, Verbs, refused_in_use,
     removed_once, still_referenced,
@@ -391,10 +391,8 @@ fn ready_workspace(
     ctx: &Context,
     name: &str,
 ) -> Result<(String, Vec<String>), Error> {
-    let waiting = |why: String| Error::not_allowed(WORKSPACE_NOT_READY, why);
-    let what = format!("Workspace {name} named by spec.workspaces");
-    let (workspace, id) =
-        ready_named::<Workspace, _>(integration, ctx, name, &what, waiting, |s| s.id.clone())?;
+    let by = Ref::new(name, "spec.workspaces", WORKSPACE_NOT_READY);
+    let (workspace, id) = ready_named::<Workspace, _>(integration, ctx, &by, |s| s.id.clone())?;
     let keys = workspace.status.as_ref().map(Recorded::remote_key_strings);
     Ok((id, keys.unwrap_or_default()))
 }

@@ -24,7 +24,7 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read, Recovered};
 use crate::controller::driver::create::{Created, in_workspace};
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced::{ready_named, recorded_keys};
+use crate::controller::driver::referenced::{Ref, ready_named, recorded_keys};
 use crate::controller::driver::verbs::{
     Changes, Comparison, Differing, Inputs, Naming, Release, Verbs,
 };
@@ -64,10 +64,7 @@ impl Verbs for McpServer {
     async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut McpServerStatus) -> Inputs<Self> {
         let instantiates = match (&self.spec.integration_ref, &self.spec.integration_id) {
             (_, Some(given)) => remote_integration(cx, given).await?,
-            (Some(named), None) => {
-                let (id, keys) = ready_integration(self, cx.ctx, &named.name)?;
-                Instantiates { id: Some(id), keys }
-            }
+            (Some(named), None) => ready_integration(self, cx.ctx, &named.name)?,
             (None, None) => {
                 return Err(Error::InvalidSpec(
                     "set spec.integrationRef or spec.integrationId".into(),
@@ -282,15 +279,9 @@ fn integration_keys(server: &McpServer, ctx: &Context, status: &McpServerStatus)
 /// The UUID (and keys) of McpIntegration `name`, once this server may instantiate it: Ready, of
 /// the server's tenant, and enabling the server's workspace (by its UUID or the slug its
 /// Workspace resource recorded); else why it waits.
-fn ready_integration(
-    server: &McpServer,
-    ctx: &Context,
-    name: &str,
-) -> Result<(String, Vec<String>), Error> {
-    let waiting = |why: String| Error::not_allowed(INTEGRATION_NOT_READY, why);
-    let what = format!("McpIntegration {name} named by spec.integrationRef");
-    let (integration, id) =
-        ready_named::<McpIntegration, _>(server, ctx, name, &what, waiting, |s| s.id.clone())?;
+fn ready_integration(server: &McpServer, ctx: &Context, name: &str) -> Result<Bound, Error> {
+    let by = Ref::new(name, "spec.integrationRef", INTEGRATION_NOT_READY);
+    let (integration, id) = ready_named::<McpIntegration, _>(server, ctx, &by, |s| s.id.clone())?;
     let workspace = server.spec.workspace();
     let mut names = vec![workspace.to_string()];
     names.extend(
@@ -304,12 +295,16 @@ fn ready_integration(
     );
     let status = integration.status.clone().unwrap_or_default();
     if !status.workspaces.iter().any(|w| names.contains(w)) {
-        return Err(waiting(format!(
-            "{what} does not enable workspace {workspace} (its spec.workspaces); the server is created once it does"
+        return Err(by.waiting(format!(
+            "{} does not enable workspace {workspace} (its spec.workspaces); the server is created once it does",
+            by.what::<McpIntegration>()
         )));
     }
     let keys = [Some(id.clone()), status.slug].into_iter().flatten();
-    Ok((id, keys.collect()))
+    Ok(Bound {
+        id: Some(id),
+        keys: keys.collect(),
+    })
 }
 
 /// Whether the Connection's grants let this namespace instantiate the integration `keys` name

@@ -7,7 +7,7 @@ use super::INTEGRATION_NOT_READY;
 use crate::controller::Context;
 use crate::controller::driver::Cx;
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced::{ready_named, recorded_keys};
+use crate::controller::driver::referenced::{Ref, ready_named, recorded_keys};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::bound::{Bound, recorded_keys_of};
 use crate::resources::integration::Integration;
@@ -107,12 +107,8 @@ async fn remote_integration(
 
 /// The UUID of Integration `name`, once this provider may bind it (else why it waits).
 fn ready_integration(provider: &Provider, ctx: &Context, name: &str) -> Result<String, Error> {
-    let waiting = |why: String| Error::not_allowed(INTEGRATION_NOT_READY, why);
-    let what = format!("Integration {name} named by spec.integration");
-    let (integration, id) =
-        ready_named::<Integration, _>(provider, ctx, name, &what, waiting, |status| {
-            status.id.clone()
-        })?;
+    let by = Ref::new(name, "spec.integration", INTEGRATION_NOT_READY);
+    let (integration, id) = ready_named::<Integration, _>(provider, ctx, &by, |s| s.id.clone())?;
     let workspace = provider.spec.workspace();
     let granted = integration
         .status
@@ -120,8 +116,9 @@ fn ready_integration(provider: &Provider, ctx: &Context, name: &str) -> Result<S
         .map(|s| s.workspaces.as_slice())
         .unwrap_or_default();
     if !granted.iter().any(|w| w == workspace) {
-        return Err(waiting(format!(
-            "{what} does not grant workspace {workspace} access (its spec.workspaces); the provider waits until it does"
+        return Err(by.waiting(format!(
+            "{} does not grant workspace {workspace} access (its spec.workspaces); the provider waits until it does",
+            by.what::<Integration>()
         )));
     }
     Ok(id)
