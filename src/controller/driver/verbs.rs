@@ -64,6 +64,8 @@ pub enum Naming {
 pub type Inputs<K> = Result<<K as Verbs>::Desired, Halt>;
 /// What [`Verbs::sync_sub_resources`] and [`Verbs::follow_up`] answer: the changes they made.
 pub type Changes = Result<Vec<Change>, Halt>;
+/// What [`Verbs::record_created`] records: a create's answer, or what a lookup recovered.
+pub type Made<K> = Created<Posted<K>, Found<K>>;
 /// What [`Verbs::release`] answers: why the remote object is left in place, if it is.
 pub type Release = Result<Option<String>, Halt>;
 /// What [`Verbs::sub_resources_differ`] answers: the sub-resources that differ.
@@ -220,7 +222,7 @@ pub trait Verbs: Managed {
         &self,
         status: &mut Self::Status,
         desired: &Self::Desired,
-        created: Created<Posted<Self>, Found<Self>>,
+        created: Made<Self>,
     ) -> String;
     /// Records in `status` that an update (its answer `updated`) brought `remote` in line
     /// with `desired`.

@@ -19,7 +19,6 @@ mod access;
 use crate::api::{self, Integration as RemoteIntegration};
 use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
-use crate::controller::driver::create::Created;
 use crate::controller::driver::gate::tenant_id;
 use crate::controller::driver::referenced::{Ref, ready_named, users};
 use crate::controller::driver::verbs::{
@@ -30,8 +29,7 @@ use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{
     self, CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
 };
-use crate::controller::kinds::keyed;
-use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
+use crate::controller::kinds::secret_inputs::{self, create_parts};
 use crate::controller::state::triggers::Triggers;
 use crate::resources::config::ConfigSecretRef;
 use crate::resources::config_document::SecretDocument;
@@ -126,26 +124,7 @@ impl Verbs for Integration {
         let until = "no Provider binds it";
         still_referenced::<Self>(key, "bound by Provider", &users, until)
     }
-    fn record(status: &mut IntegrationStatus, remote: Option<&RemoteIntegration>) {
-        keyed::record(status, remote);
-    }
-    fn record_created(
-        &self,
-        status: &mut IntegrationStatus,
-        desired: &Option<Written>,
-        created: Created<api::IntegrationCreated, RemoteIntegration>,
-    ) -> String {
-        keyed::record_created(status, sent_hash(desired), created)
-    }
-    fn record_updated(
-        &self,
-        status: &mut IntegrationStatus,
-        desired: &Option<Written>,
-        _: &RemoteIntegration,
-        _: (),
-    ) {
-        keyed::record_updated(status, sent_hash(desired));
-    }
+    secret_inputs::records_sent!();
     /// The workspace access rows, then the model access.
     async fn sync_sub_resources(
         &self,

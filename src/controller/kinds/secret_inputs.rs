@@ -45,6 +45,38 @@ pub fn sent_hash<T>(desired: &Option<Written<T>>) -> Option<String> {
     desired.as_ref().and_then(|w| w.hash.clone())
 }
 
+/// [`crate::controller::driver::verbs::Verbs::record`], `record_created` and `record_updated`
+/// of a kind whose status keeps its keys ([`super::keyed`]) and the hash of what it sent
+/// ([`sent_hash`]): a create or an update records the hash of the values it sent, and a remote
+/// object gone takes the hash with it.
+macro_rules! records_sent {
+    () => {
+        fn record(status: &mut Self::Status, remote: Option<&Self::Remote>) {
+            $crate::controller::kinds::keyed::record(status, remote);
+        }
+        fn record_created(
+            &self,
+            status: &mut Self::Status,
+            desired: &Self::Desired,
+            created: $crate::controller::driver::verbs::Made<Self>,
+        ) -> String {
+            let hash = $crate::controller::kinds::secret_inputs::sent_hash(desired);
+            $crate::controller::kinds::keyed::record_created(status, hash, created)
+        }
+        fn record_updated(
+            &self,
+            status: &mut Self::Status,
+            desired: &Self::Desired,
+            _: &Self::Remote,
+            _: $crate::controller::driver::calls::Updated<Self>,
+        ) {
+            let hash = $crate::controller::kinds::secret_inputs::sent_hash(desired);
+            $crate::controller::kinds::keyed::record_updated(status, hash);
+        }
+    };
+}
+pub(crate) use records_sent;
+
 /// What a create sends besides the spec: the values (none in Observe, which never creates) and
 /// the tenant.
 pub fn create_parts<T: Clone + Default>(desired: &Option<Written<T>>) -> (T, Option<String>) {

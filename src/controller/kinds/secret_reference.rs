@@ -15,7 +15,6 @@ use serde_json::{Map, Value};
 use crate::api::{self, ApiError, SecretReference as RemoteReference};
 use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
-use crate::controller::driver::create::Created;
 use crate::controller::driver::referenced::names;
 use crate::controller::driver::verbs::{
     Comparison, Inputs, Naming, Verbs, refused_in_use, still_referenced,
@@ -24,8 +23,7 @@ use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::cluster_secret;
 use crate::controller::kinds::config_refs::{self, ReadsSecrets};
-use crate::controller::kinds::keyed;
-use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
+use crate::controller::kinds::secret_inputs::{self, create_parts};
 use crate::controller::state::triggers::Triggers;
 use crate::resources::common::Recorded;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
@@ -109,26 +107,7 @@ impl Verbs for SecretReference {
         (error.status() == Some(400) && message.contains("in use"))
             .then(|| refused_in_use::<Self>(key, message, "nothing maps to it"))
     }
-    fn record(status: &mut SecretReferenceStatus, remote: Option<&RemoteReference>) {
-        keyed::record(status, remote);
-    }
-    fn record_created(
-        &self,
-        status: &mut SecretReferenceStatus,
-        desired: &Option<Written>,
-        created: Created<api::Created, RemoteReference>,
-    ) -> String {
-        keyed::record_created(status, sent_hash(desired), created)
-    }
-    fn record_updated(
-        &self,
-        status: &mut SecretReferenceStatus,
-        desired: &Option<Written>,
-        _: &RemoteReference,
-        _: (),
-    ) {
-        keyed::record_updated(status, sent_hash(desired));
-    }
+    secret_inputs::records_sent!();
 }
 
 impl Bodies<api::SecretReferences<'static>> for SecretReference {
