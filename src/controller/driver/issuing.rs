@@ -24,6 +24,7 @@ use super::create::{Created, made_by_unfinished_create};
 use super::flow::{self, Recovery, Step, Undelivered};
 use super::rotation::{self, Rotates};
 use super::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION, SecretVersion};
+use super::secret_delivery::{UNFINISHED_ROTATION_ANNOTATION, Unfinished};
 use super::verbs::Verbs;
 use super::{Change, Cx, orphaned, removed};
 use crate::api::SecretString;
@@ -162,7 +163,7 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
             // The Secret still holds the replaced object's value, which works until it goes.
             None => changes.extend(orphaned(&format!("{} {replaced}", K::WHAT))),
         }
-        secret_delivery::release_secret(cx, secret).await?;
+        changes.extend(release_secret(object, cx, &status).await?);
         return Ok(changes);
     }
     if let Some(replaced) = &replaced {
@@ -170,10 +171,42 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
         changes.extend(remove(object, cx, &status, replaced, &what).await?);
     }
     if object.orphans() {
-        secret_delivery::release_secret(cx, object.secret_name()).await?;
+        changes.extend(release_secret(object, cx, &status).await?);
     }
     changes.extend(flow::cleanup(object, cx).await?);
     Ok(changes)
+}
+
+/// Keeps the Secret under `deletionPolicy: Orphan` (in Observe, and when the grants release
+/// the resource too). A rotation unfinished then, whose values the Secret does not hold, may
+/// have left it values that no longer work: the Secret is marked so, and a Warning says so.
+/// No API call finishes the rotation: a cleanup needs none, and one could hold the finalizer
+/// for good.
+async fn release_secret<K: Issues>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &K::Status,
+) -> Result<Vec<Change>, Halt> {
+    let mut status = status.clone();
+    let rotation = K::rotation_status(&mut status);
+    let since = rotation
+        .pending_rotation_since
+        .as_deref()
+        .unwrap_or("unknown");
+    let unfinished = rotation
+        .pending_rotation
+        .as_deref()
+        .map(|rotation| Unfinished { rotation, since });
+    let secret = object.secret_name();
+    if !secret_delivery::release_secret(cx, secret, unfinished).await? {
+        return Ok(Vec::new());
+    }
+    Ok(vec![Change::warning(
+        "UnfinishedRotation",
+        format!(
+            "left the Secret {secret} in place while a rotation of its values (recorded {since}) was unfinished: the values it holds may no longer work (annotated {UNFINISHED_ROTATION_ANNOTATION}); rotate them before relying on them"
+        ),
+    )])
 }
 
 /// Deletes the remote object `key` (shown as `what`) through the gate; "already gone" is done.

@@ -26,13 +26,17 @@ use crate::resources::common::{CREATE_INTENT_ANNOTATION, CreateIntent, Governed,
 use crate::resources::config::AppliedVersion;
 use crate::resources::promotion::{Promotion, RevisionOrder};
 
-/// Something a reconcile did to the remote side, reported as a Normal event.
+/// Something a reconcile did to the remote side, reported as an event: Normal, or Warning when
+/// its `warning` flag says the user must act on it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
     /// CamelCase event reason, e.g. `Created`, `Updated`, `DriftCorrected`.
     pub reason: &'static str,
     /// Human readable, secret-free.
     pub message: String,
+    /// Published as a Warning event (and logged at `warn`): done, but something the user must
+    /// act on.
+    pub warning: bool,
 }
 
 impl Change {
@@ -40,6 +44,15 @@ impl Change {
         Self {
             reason,
             message: message.into(),
+            warning: false,
+        }
+    }
+
+    /// A change the user must act on: published as a Warning.
+    pub fn warning(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            warning: true,
+            ..Self::new(reason, message)
         }
     }
 

@@ -715,21 +715,24 @@ async fn release_remote<K: Managed>(
     Ok(Action::await_change())
 }
 
-/// Logs each change, counts drift corrections, and publishes each as a Normal event.
+/// Logs each change, counts drift corrections, and publishes each as an event: Normal, or
+/// Warning for a change the user must act on.
 async fn report<K: Managed>(ctx: &Context, object: &K, key: &str, changes: Vec<Change>) {
     for change in changes {
-        info!(kind = K::KIND, object = %key, reason = change.reason, "{}", change.message);
+        let type_ = match change.warning {
+            true => {
+                warn!(kind = K::KIND, object = %key, reason = change.reason, "{}", change.message);
+                EventType::Warning
+            }
+            false => {
+                info!(kind = K::KIND, object = %key, reason = change.reason, "{}", change.message);
+                EventType::Normal
+            }
+        };
         if change.is_drift() {
             ctx.metrics.drift_corrected(K::KIND);
         }
-        publish(
-            ctx,
-            object,
-            EventType::Normal,
-            change.reason,
-            &change.message,
-        )
-        .await;
+        publish(ctx, object, type_, change.reason, &change.message).await;
     }
 }
 

@@ -243,27 +243,33 @@ fn set_in_sync<K: Managed>(status: &mut K::Status, generation: Option<i64>) {
 pub(super) async fn cleanup_as_orphan<K: Managed>(object: &K, cx: &Cx<'_, K>) -> Result<(), Halt> {
     let orphan = object.orphaning();
     let orphan_cx = Cx::new(cx.ctx, cx.objects.clone(), &orphan);
-    if let Err(error) = K::cleanup(&orphan, &orphan_cx).await {
-        if let Halt::Wait(Wait::DryRun { reason, message }) = &error {
-            // `--dry-run`: the Kubernetes leftover it would release, reported, not retried.
-            super::would(cx, &object_key(object), reason, message).await;
+    let error = match K::cleanup(&orphan, &orphan_cx).await {
+        Ok(changes) => {
+            // The caller says what was left in place; what the user must act on is said here.
+            let warnings = changes.into_iter().filter(|c| c.warning).collect();
+            super::report(cx.ctx, object, &object_key(object), warnings).await;
             return Ok(());
         }
-        if error.records_nothing() {
-            return Err(error);
-        }
-        let message = cx.scrub(&error.to_string());
-        publish(
-            cx.ctx,
-            object,
-            EventType::Warning,
-            error.category(),
-            &message,
-        )
-        .await;
+        Err(error) => error,
+    };
+    if let Halt::Wait(Wait::DryRun { reason, message }) = &error {
+        // `--dry-run`: the Kubernetes leftover it would release, reported, not retried.
+        super::would(cx, &object_key(object), reason, message).await;
+        return Ok(());
+    }
+    if error.records_nothing() {
         return Err(error);
     }
-    Ok(())
+    let message = cx.scrub(&error.to_string());
+    publish(
+        cx.ctx,
+        object,
+        EventType::Warning,
+        error.category(),
+        &message,
+    )
+    .await;
+    Err(error)
 }
 
 /// Deleting an Observe resource never touches the remote object, whatever `deletionPolicy`

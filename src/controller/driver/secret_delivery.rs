@@ -368,12 +368,31 @@ async fn write<K: Managed>(
     })
 }
 
+/// On a Secret released while a rotation of its values was unfinished (its value: when that
+/// rotation was recorded): the rotate call may have reached the API, so the values the Secret
+/// holds may no longer work.
+pub const UNFINISHED_ROTATION_ANNOTATION: &str = "aigw.io/unfinished-rotation";
+
+/// A rotation unfinished when a resource is released ([`release_secret`]): its id, and when it
+/// was recorded.
+pub struct Unfinished<'a> {
+    pub rotation: &'a str,
+    pub since: &'a str,
+}
+
 /// Keeps the Secret `name` when the resource goes (`deletionPolicy: Orphan`): drops its owner
-/// reference so garbage collection leaves it, unless it holds no value.
-pub async fn release_secret<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<(), Halt> {
+/// reference so garbage collection leaves it, unless it holds no value. With a rotation
+/// `unfinished` whose values the Secret does not hold (not stamped with its id), the same patch
+/// marks this resource's Secret ([`UNFINISHED_ROTATION_ANNOTATION`]): true when this call did.
+/// A Secret aigw did not make for this resource is never written.
+pub async fn release_secret<K: Managed>(
+    cx: &Cx<'_, K>,
+    name: &str,
+    unfinished: Option<Unfinished<'_>>,
+) -> Result<bool, Halt> {
     let uid = cx.object.meta().uid.as_deref().unwrap_or_default();
     let Some(secret) = metadata(cx, name).await? else {
-        return Ok(());
+        return Ok(false);
     };
     let kept: Vec<_> = secret
         .owner_references()
@@ -381,17 +400,31 @@ pub async fn release_secret<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<()
         .filter(|o| o.uid != uid)
         .cloned()
         .collect();
-    if kept.len() == secret.owner_references().len() {
-        return Ok(());
+    let owned = kept.len() != secret.owner_references().len();
+    let annotations = secret.annotations();
+    let mark = unfinished.filter(|u| {
+        ours(cx, &secret)
+            && !annotations.contains_key(UNFINISHED_ROTATION_ANNOTATION)
+            && annotations.get(ROTATION_ID_ANNOTATION).map(String::as_str) != Some(u.rotation)
+    });
+    if !owned && mark.is_none() {
+        return Ok(false);
     }
     // A Secret that holds no value (only a recovery's fence made it) keeps nothing worth
     // keeping: it goes with the resource instead of being left behind, empty.
     let holds = delivered(cx, name).await?.and_then(|s| s.data);
     if holds.is_none_or(|data| data.is_empty()) {
-        return Ok(());
+        return Ok(false);
     }
     cx.gate.may_write()?;
-    let patch = serde_json::json!({"metadata": {"ownerReferences": kept}});
+    let mut patch = serde_json::json!({"metadata": {}});
+    if owned {
+        patch["metadata"]["ownerReferences"] = serde_json::json!(kept);
+    }
+    if let Some(unfinished) = &mark {
+        patch["metadata"]["annotations"] =
+            serde_json::json!({ UNFINISHED_ROTATION_ANNOTATION: unfinished.since });
+    }
     let released = secrets(cx)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await;
@@ -400,7 +433,7 @@ pub async fn release_secret<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<()
         .secrets
         .wrote(&cx.namespace(), name, version.as_deref());
     released.map_err(|e| Error::kube(format!("release the credentials Secret {name}"), e))?;
-    Ok(())
+    Ok(mark.is_some())
 }
 
 /// Patches a pod-template annotation so the `workloads` roll and read the new values. A

@@ -81,6 +81,15 @@ async fn rotate_to_b(h: &Harness, name: &str, id: &str) {
     .expect("the rotate call never happened");
 }
 
+/// The Secret `name`, left in place without an owner (so garbage collection keeps it): its
+/// annotations.
+async fn released_secret(h: &Harness, name: &str) -> std::collections::BTreeMap<String, String> {
+    let kept = h.env.api::<Secret>().get(name).await.unwrap();
+    let owners = kept.metadata.owner_references.unwrap_or_default();
+    assert!(owners.is_empty(), "{name} is still owned: {owners:?}");
+    kept.metadata.annotations.unwrap_or_default()
+}
+
 /// No key value the emulator ever handed out (nor `extra`) is in logs, events or statuses.
 async fn assert_no_leaks(h: &Harness, extra: &[&str]) {
     let mut values: Vec<String> = vec![TOKEN.to_string()];
@@ -512,13 +521,7 @@ async fn a_user_key_is_orphaned_with_its_secret_when_asked() {
     assert_eq!(remote_keys(&h).await.len(), 1, "the key stays");
     // Garbage collection would have taken an owned Secret by now; give it a moment anyway.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let kept = h.env.api::<Secret>().get("mine-key").await.unwrap();
-    assert!(
-        kept.metadata
-            .owner_references
-            .unwrap_or_default()
-            .is_empty()
-    );
+    released_secret(&h, "mine-key").await;
     assert_eq!(
         secret_value(&h, "mine-key").await,
         value,
@@ -963,5 +966,58 @@ async fn a_secret_that_cannot_be_written_mints_no_keys() {
     assert_eq!(live[0]["id"], id.as_str());
     let value = secret_value(&h, "refused-key").await;
     assert_eq!(handshake(&h, &id, &value).await, 200);
+    h.stop().await;
+}
+
+/// Deleted under `Orphan` while a rotation is unfinished (the operator stopped after the rotate
+/// call reached the API, before the Secret write): the cleanup makes no API call, keeps the
+/// Secret, marks it `aigw.io/unfinished-rotation`, and a Warning says its values may no longer
+/// work. (Before, the Secret was released as if its values were sound.)
+#[tokio::test]
+async fn an_orphan_released_mid_rotation_marks_its_secret_and_warns() {
+    let mut h = Harness::start("ak-orphan-rotating").await;
+    let mut spec = service_key("mid", json!({"trigger": "a"}));
+    spec["deletionPolicy"] = json!("Orphan");
+    let id = create(&h, "mid", spec).await;
+    let value = secret_value(&h, "mid-key").await;
+    h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
+    rotate_to_b(&h, "mid", &id).await;
+    h.stop_operator().await;
+    let keys = h.env.api::<ApiKey>();
+    let rotating = keys.get("mid").await.unwrap().status.unwrap().rotation;
+    assert!(
+        rotating.pending_rotation.is_some(),
+        "the rotation is unfinished when the deletion is asked for"
+    );
+    keys.delete("mid", &Default::default()).await.unwrap();
+    h.reset_stats().await;
+    h.restart_operator().await;
+    assert!(
+        support::gone_within(&keys, "mid", WAIT).await,
+        "{}",
+        h.env.events_text().await
+    );
+
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    assert_eq!(remote(&h, &id).await["rotations"], 1, "the key stays");
+    let marked = released_secret(&h, "mid-key").await;
+    assert_eq!(
+        marked.get("aigw.io/unfinished-rotation"),
+        rotating.pending_rotation_since.as_ref(),
+        "marked with when the rotation was recorded: {marked:?}"
+    );
+    assert_eq!(
+        secret_value(&h, "mid-key").await,
+        value,
+        "the values it held"
+    );
+    let events = h.env.events_text().await;
+    assert!(
+        events
+            .lines()
+            .any(|l| l.starts_with("Warning mid UnfinishedRotation: left the Secret mid-key")),
+        "{events}"
+    );
+    assert_no_leaks(&h, &[]).await;
     h.stop().await;
 }
