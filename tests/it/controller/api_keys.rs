@@ -90,6 +90,27 @@ async fn released_secret(h: &Harness, name: &str) -> std::collections::BTreeMap<
     kept.metadata.annotations.unwrap_or_default()
 }
 
+/// Creates the key `name` of `spec` (rotation trigger `a`), then stops the operator right after
+/// the rotate call for trigger `b` reached the API, before the Secret write: the rotation is
+/// left recorded, unfinished. The key's id.
+async fn interrupted_rotation(h: &mut Harness, name: &str, spec: Value) -> String {
+    let id = create(h, name, spec).await;
+    h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
+    rotate_to_b(h, name, &id).await;
+    h.stop_operator().await;
+    id
+}
+
+/// The key `id` is replaced and settled: Ready on another key, with no rotation or
+/// replacement left in flight.
+fn replaced(k: &ApiKey, id: &str) -> bool {
+    let status = k.status.as_ref().unwrap();
+    ready(k)
+        && status.rotation.pending_rotation.is_none()
+        && status.replaced_key.is_none()
+        && status.id.as_deref().is_some_and(|new| new != id)
+}
+
 /// No key value the emulator ever handed out (nor `extra`) is in logs, events or statuses.
 async fn assert_no_leaks(h: &Harness, extra: &[&str]) {
     let mut values: Vec<String> = vec![TOKEN.to_string()];
@@ -337,13 +358,7 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     let recovered = h
         .env
         // The dead process's call is given the longest a call can take before it is given up.
-        .wait_for::<ApiKey>("crashy", Duration::from_secs(90), |k| {
-            let status = k.status.as_ref().unwrap();
-            ready(k)
-                && status.rotation.pending_rotation.is_none()
-                && status.replaced_key.is_none()
-                && status.id.as_deref().is_some_and(|new| new != id)
-        })
+        .wait_for::<ApiKey>("crashy", Duration::from_secs(90), |k| replaced(k, &id))
         .await;
     let status = recovered.status.clone().unwrap();
     let new_id = status.id.clone().unwrap();
@@ -752,10 +767,12 @@ async fn a_crash_after_the_create_secret_write_keeps_the_key_the_secret_holds() 
 #[tokio::test]
 async fn a_stale_rotation_intent_never_rotates_a_freshly_created_key() {
     let mut h = Harness::start("ak-stale-intent").await;
-    let id = create(&h, "stale", service_key("stale", json!({"trigger": "a"}))).await;
-    h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
-    rotate_to_b(&h, "stale", &id).await;
-    h.stop_operator().await;
+    let id = interrupted_rotation(
+        &mut h,
+        "stale",
+        service_key("stale", json!({"trigger": "a"})),
+    )
+    .await;
     h.delete(&format!("{SERVICE_KEYS}/{id}")).await;
     h.restart_operator().await;
     let again = h
@@ -978,11 +995,8 @@ async fn an_orphan_released_mid_rotation_marks_its_secret_and_warns() {
     let mut h = Harness::start("ak-orphan-rotating").await;
     let mut spec = service_key("mid", json!({"trigger": "a"}));
     spec["deletionPolicy"] = json!("Orphan");
-    let id = create(&h, "mid", spec).await;
+    let id = interrupted_rotation(&mut h, "mid", spec).await;
     let value = secret_value(&h, "mid-key").await;
-    h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
-    rotate_to_b(&h, "mid", &id).await;
-    h.stop_operator().await;
     let keys = h.env.api::<ApiKey>();
     let rotating = keys.get("mid").await.unwrap().status.unwrap().rotation;
     assert!(
@@ -1019,5 +1033,57 @@ async fn an_orphan_released_mid_rotation_marks_its_secret_and_warns() {
         "{events}"
     );
     assert_no_leaks(&h, &[]).await;
+    h.stop().await;
+}
+
+/// `managementPolicy: Observe` set while a rotation's answer is lost (the operator stopped after
+/// the rotate call, before the Secret write): only a new key can stand for the lost value, and
+/// Observe creates none, so the rotation stays recorded and the key stays observed, with no
+/// write; back to `Full`, the key is replaced. (Before, Observe gave the key up: its id cleared,
+/// the ApiKey stalled with `NothingToObserve` while the key was live.)
+#[tokio::test]
+async fn observe_holds_a_lost_rotation_for_full_instead_of_giving_the_key_up() {
+    let mut h = Harness::start("ak-observe-lost").await;
+    let id =
+        interrupted_rotation(&mut h, "seen", service_key("seen", json!({"trigger": "a"}))).await;
+    h.env
+        .patch_spec::<ApiKey>("seen", json!({"managementPolicy": "Observe"}))
+        .await;
+    h.reset_stats().await;
+    h.restart_operator().await;
+    // Past the longest call (20 s here), a rotation recorded by another process is done again
+    // or, for an API key, given up: Observe must do neither.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let held = h.wait_for::<ApiKey>("seen", WAIT, ready).await;
+    let status = held.status.clone().unwrap();
+    assert_eq!(
+        status.id.as_deref(),
+        Some(id.as_str()),
+        "the key is still observed"
+    );
+    assert!(
+        status.rotation.pending_rotation.is_some(),
+        "the rotation stays recorded"
+    );
+    assert!(!held.is_true("Stalled"), "{:?}", held.condition("Stalled"));
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+
+    h.env
+        .patch_spec::<ApiKey>("seen", json!({"managementPolicy": "Full"}))
+        .await;
+    let settled = h
+        .wait_for::<ApiKey>("seen", WAIT, |k| replaced(k, &id))
+        .await;
+    let new_id = settled.status.unwrap().id.unwrap();
+    let new_key = remote(&h, &new_id).await;
+    assert_eq!(
+        secret_value(&h, "seen-key").await,
+        new_key["key"].as_str().unwrap()
+    );
+    assert_eq!(
+        remote_keys(&h).await.len(),
+        1,
+        "the given-up key is deleted"
+    );
     h.stop().await;
 }
