@@ -51,9 +51,20 @@ impl Telemetry<'_> {
 
     /// A canary's figures for one cohort (`query` narrowed to its keys or metadata): requests,
     /// 5xx count and rate, and p90 latency, from `groups/status_code` and `charts/latency`.
+    /// An answer that may count only part of the cohort ([`CohortFigures::incomplete`]) is an
+    /// error: waited for like telemetry that cannot be read, never judged.
     pub async fn cohort(&self, query: &TelemetryQuery) -> Result<CohortFigures, ApiError> {
         let statuses = self.groups(GroupDimension::StatusCode, query, &[]).await?;
         let latency = self.latency(query).await?;
+        if let Some(why) = CohortFigures::incomplete(&statuses, &latency) {
+            return Err(ApiError::Decode {
+                method: "GET",
+                endpoint: LOG_GROUP,
+                status: 200,
+                message: format!("{why}: it may count only part of the cohort's requests"),
+                body: None,
+            });
+        }
         Ok(CohortFigures::from_reads(&statuses, &latency))
     }
 

@@ -355,6 +355,19 @@ pub struct CohortFigures {
 }
 
 impl CohortFigures {
+    /// Why the reads cannot be judged, if they cannot: an answer the API capped
+    /// (`is_quota_exceeded`, "a capped query") or groups left out of it (`total` above the rows
+    /// sent) may count only part of the cohort's requests, so it proves nothing either way.
+    pub fn incomplete(statuses: &GroupList, latency: &LatencyChart) -> Option<&'static str> {
+        if statuses.is_quota_exceeded || latency.is_quota_exceeded {
+            Some("the API capped the telemetry query (isQuotaExceeded)")
+        } else if statuses.total > statuses.data.len() as f64 {
+            Some("the status-code groups came back in part (total above the rows sent)")
+        } else {
+            None
+        }
+    }
+
     /// The figures of a cohort from its `status_code` groups and its latency chart.
     pub fn from_reads(statuses: &GroupList, latency: &LatencyChart) -> Self {
         let by_status: BTreeMap<u16, u64> = statuses
@@ -392,6 +405,28 @@ impl CohortFigures {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_capped_or_partial_answer_is_not_judged() {
+        let groups = |capped: bool, total: usize| -> GroupList {
+            serde_json::from_value(serde_json::json!({"object": "list",
+                "is_quota_exceeded": capped, "total": total,
+                "data": [{"status_code": "200", "requests": 10}]}))
+            .expect("groups")
+        };
+        let latency = |capped: bool| -> LatencyChart {
+            serde_json::from_value(serde_json::json!({"records": [], "p90": 12.0,
+                "isQuotaExceeded": capped}))
+            .expect("latency")
+        };
+        assert_eq!(
+            CohortFigures::incomplete(&groups(false, 1), &latency(false)),
+            None
+        );
+        assert!(CohortFigures::incomplete(&groups(true, 1), &latency(false)).is_some());
+        assert!(CohortFigures::incomplete(&groups(false, 1), &latency(true)).is_some());
+        assert!(CohortFigures::incomplete(&groups(false, 3), &latency(false)).is_some());
+    }
 
     #[test]
     fn the_window_is_sent_with_a_numeric_offset_and_filters_in_camel_case() {
