@@ -589,14 +589,23 @@ impl Run<'_> {
             }
             Err(error) => return Err(error),
         };
-        status.analysis = Some(AnalysisRecord {
+        let verdict = rollout_plan::judge(&spec.analysis, spec.min_requests(), &stable, &candidate);
+        let analysis = AnalysisRecord {
             step: step as u32,
             from: from.to_string(),
             to: to.to_string(),
-            stable: stable.clone(),
-            candidate: candidate.clone(),
+            stable,
+            candidate,
+        };
+        // Waiting for traffic, a window that only slid is no news: the record (and the
+        // status write it would cost at every poll) changes once the figures do.
+        let same_figures = status.analysis.as_ref().is_some_and(|a| {
+            (a.step, &a.stable, &a.candidate)
+                == (analysis.step, &analysis.stable, &analysis.candidate)
         });
-        let verdict = rollout_plan::judge(&spec.analysis, spec.min_requests(), &stable, &candidate);
+        if !(matches!(verdict, Verdict::Wait(_)) && same_figures) {
+            status.analysis = Some(analysis);
+        }
         let last = step + 1 == spec.steps.len();
         match verdict {
             Verdict::Wait(message) => {
@@ -847,7 +856,7 @@ impl Run<'_> {
         if held.is_empty() {
             return Ok(Action::await_change());
         }
-        let keys = self.keys().await?;
+        let keys = self.keys_to_return().await?;
         let status = self.rollout.status.clone().unwrap_or_default();
         self.place(&keys, &returning(&keys, &status), None).await?;
         may_write(self.ctx, self.rollout)?;

@@ -475,6 +475,24 @@ async fn a_rollout_is_refused_what_it_cannot_do() {
     let object: ConfigRollout = support::objects::object("ConfigRollout", "all", unfinished);
     let error = api.create(&Default::default(), &object).await.unwrap_err();
     assert!(error.to_string().contains("must not be empty"), "{error}");
+    // An operator the selector cannot parse would have stranded moved keys on the candidate
+    // (and held the rollout's finalizer): refused, as In without values is.
+    for expression in [
+        json!({"key": "team", "operator": "in", "values": ["pay"]}),
+        json!({"key": "team", "operator": "In"}),
+        json!({"key": "team", "operator": "Exists", "values": ["pay"]}),
+    ] {
+        let mut typo = rollout_spec(steps(&[(100, "1s")]));
+        typo["apiKeySelector"] = json!({"matchExpressions": [expression]});
+        let object: ConfigRollout = support::objects::object("ConfigRollout", "typo", typo);
+        let error = api.create(&Default::default(), &object).await.unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("operator must be In, NotIn, Exists or DoesNotExist"),
+            "{expression}: {error}"
+        );
+    }
     // A window reaching before the earliest time there is panicked the controller of every
     // namespace's rollouts.
     for (field, path) in [

@@ -160,18 +160,31 @@ impl Run<'_> {
     }
 
     pub(super) async fn keys(&self) -> Result<Keys, Halt> {
+        let selector = self.selector().map_err(Error::InvalidSpec)?;
+        self.keys_of(Some(&selector)).await
+    }
+
+    /// The keys as a deletion returns them: those this rollout tagged or recorded, whatever
+    /// `spec.apiKeySelector` says now. A selector that no longer parses (edited since) selects
+    /// nothing, so it never keeps a moved key on the candidate or the finalizer in place.
+    pub(super) async fn keys_to_return(&self) -> Result<Keys, Halt> {
+        self.keys_of(self.selector().ok().as_ref()).await
+    }
+
+    fn selector(&self) -> Result<kube::core::Selector, String> {
+        let selector = self.rollout.spec.api_key_selector.clone();
+        selector
+            .try_into()
+            .map_err(|e| format!("spec.apiKeySelector: {e}"))
+    }
+
+    /// The keys of the namespace, sorted into [`Keys`] by `selector` (none: selects nothing).
+    async fn keys_of(&self, selector: Option<&kube::core::Selector>) -> Result<Keys, Halt> {
         let listed = self
             .keys
             .list(&ListParams::default())
             .await
             .map_err(|e| Error::kube("list ApiKeys", e))?;
-        let selector: kube::core::Selector = self
-            .rollout
-            .spec
-            .api_key_selector
-            .clone()
-            .try_into()
-            .map_err(|e| Error::InvalidSpec(format!("spec.apiKeySelector: {e}")))?;
         let (mut eligible, mut tagged, mut held_elsewhere) = (Vec::new(), Vec::new(), Vec::new());
         let mut taken = Vec::new();
         for key in listed.items.iter().cloned() {
@@ -186,7 +199,8 @@ impl Run<'_> {
             {
                 taken.push(key.name_any());
             }
-            let selected = kube::core::SelectorExt::matches(&selector, key.labels());
+            let selected =
+                selector.is_some_and(|s| kube::core::SelectorExt::matches(s, key.labels()));
             if !selected || key.meta().deletion_timestamp.is_some() {
                 continue;
             }
