@@ -194,8 +194,7 @@ pub trait Managed:
 
     /// Finishes a side effect recorded before `managementPolicy: Observe` was set (a rotation
     /// whose values may be on their way to the Secret): Observe stops new writes, it never
-    /// leaves one half done, except one that only a new object can finish (an API key whose
-    /// rotate answer was lost), which waits for `Full`. `None` when nothing was done.
+    /// leaves one half done. `None` when nothing is in flight.
     fn finish_in_flight(
         &self,
         _cx: &Cx<'_, Self>,

@@ -195,7 +195,7 @@ pub async fn rotate_if_due<K: Rotates>(
 ) -> Result<Option<Change>, Halt> {
     let rotation = K::rotation_status(status);
     if let Some(pending) = rotation.pending_rotation.clone() {
-        return resume(object, cx, status, id, &pending, Resume::Full).await;
+        return resume(object, cx, status, id, &pending).await.map(Some);
     }
     let trigger = current_trigger(object);
     let asked = schedule_of(object, rotation, &trigger).asked();
@@ -232,9 +232,7 @@ pub async fn finish_in_flight<K: Rotates>(
 ) -> Result<Option<Change>, Halt> {
     let pending = K::rotation_status(status).pending_rotation.clone();
     match (pending, id) {
-        (Some(pending), Some(id)) => {
-            resume(object, cx, status, id, &pending, Resume::Observe).await
-        }
+        (Some(pending), Some(id)) => resume(object, cx, status, id, &pending).await.map(Some),
         _ => Ok(None),
     }
 }
@@ -313,22 +311,13 @@ pub async fn rotate<K: Rotates>(
 /// Finishes the rotation an earlier reconcile started: completes it when the Secret already
 /// holds its values, otherwise rotates again or, for a kind that can, gives the object up to
 /// be replaced (the values of the first call, if it happened, are lost).
-/// Where an interrupted rotation is resumed: the full reconcile, or Observe, which finishes
-/// what was in flight but never gives the object up for a new one (no create in Observe).
-#[derive(Clone, Copy, PartialEq)]
-enum Resume {
-    Full,
-    Observe,
-}
-
 async fn resume<K: Rotates>(
     object: &K,
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     id: &str,
     rotation: &str,
-    from: Resume,
-) -> Result<Option<Change>, Halt> {
+) -> Result<Change, Halt> {
     let name = object.secret_name();
     // A recovery: what the interrupted process wrote is read from the apiserver, not a cache.
     let secret = secret_delivery::fresh_metadata(cx, name).await?;
@@ -355,13 +344,13 @@ async fn resume<K: Rotates>(
         let now = finish(object, status, &annotations);
         cx.save_status(status).await?;
         restart_workloads(object, cx, &now).await;
-        return Ok(Some(Change::new(
+        return Ok(Change::new(
             "Rotated",
             format!(
                 "completed the interrupted rotation of {}: Secret {name} already holds its values",
                 K::what(id)
             ),
-        )));
+        ));
     }
     if let Some(left) = maybe_in_flight(
         K::rotation_status(status),
@@ -380,11 +369,6 @@ async fn resume<K: Rotates>(
         .rotating_for
         .clone()
         .unwrap_or_else(|| current_trigger(object));
-    if from == Resume::Observe && K::give_up_lost(&mut status.clone(), id).is_some() {
-        // Only a new object can stand for the lost answer, and Observe creates none: the
-        // rotation stays recorded, and the full reconcile replaces the object once it may.
-        return Ok(None);
-    }
     // Neither a rotation nor a replacement issues values while their Secret cannot be written.
     let secret_version = writable_secret(object, cx).await?;
     if let Some(message) = K::give_up_lost(status, id) {
@@ -394,7 +378,7 @@ async fn resume<K: Rotates>(
         settle_intent(rotation);
         rotation.observed_rotation_trigger = Some(rotating_for);
         cx.save_status(status).await?;
-        return Ok(Some(Change::new("Replacing", message)));
+        return Ok(Change::new("Replacing", message));
     }
     // A fresh id, recorded with a compare-and-swap: of two writers resuming the same view,
     // only one calls again.
@@ -407,9 +391,7 @@ async fn resume<K: Rotates>(
         why,
         asked: false,
     };
-    call(object, cx, status, id, call_of, secret_version)
-        .await
-        .map(Some)
+    call(object, cx, status, id, call_of, secret_version).await
 }
 
 /// How long a call of the recorded rotation may still be running, when it may: none ended
