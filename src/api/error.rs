@@ -79,6 +79,15 @@ pub enum ApiError {
         reason: String,
     },
 
+    /// A read answered in part (a capped telemetry query): readable, but it may leave out what
+    /// the caller counts, so it proves nothing.
+    #[error("{method} {endpoint} answered in part: {reason}")]
+    Incomplete {
+        method: &'static str,
+        endpoint: &'static str,
+        reason: String,
+    },
+
     /// A request that could no longer be answered by its deadline when it could leave (see
     /// [`super::Client::answered_by`]): it was never sent, so its outcome is known.
     /// `retry_after` is the wait the API had asked for before the retry that was not sent.
@@ -226,6 +235,7 @@ impl ApiError {
             ApiError::Token(_) | ApiError::TokenFile { .. } => "Token",
             ApiError::Config(_) => "Config",
             ApiError::Withheld { .. } => "Withheld",
+            ApiError::Incomplete { .. } => "Incomplete",
             ApiError::PastDeadline { .. } => "PastDeadline",
             ApiError::RetriesExhausted { .. } => "Unknown",
             ApiError::Http(_) if self.is_not_found() => "NotFound",

@@ -321,6 +321,54 @@ pub fn redact_text(text: &str) -> String {
     without_userinfo(&out).into_owned()
 }
 
+/// A decoding error as serde words it, without the values it quotes: `invalid type: string
+/// "sk-…", expected …` becomes `invalid type: string, expected …`; likewise integers, floats,
+/// booleans, characters and unknown variants. A manifest may hold header values and tokens
+/// where a type is wrong. Field names and positions stay.
+pub fn without_decoded_values(message: &str) -> String {
+    const QUOTED: [(&str, char); 6] = [
+        ("string \"", '"'),
+        ("integer `", '`'),
+        ("floating point `", '`'),
+        ("boolean `", '`'),
+        ("character `", '`'),
+        ("unknown variant `", '`'),
+    ];
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some((at, opening, close)) = QUOTED
+        .iter()
+        .filter_map(|(opening, close)| rest.find(opening).map(|at| (at, *opening, *close)))
+        .min_by_key(|(at, _, _)| *at)
+    {
+        out.push_str(&rest[..at]);
+        out.push_str(opening.trim_end_matches(['"', '`']).trim_end());
+        let value = &rest[at + opening.len()..];
+        rest = closing(value, close).map_or("", |end| &value[end + 1..]);
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the value `text` starts with ends: the `"` that closes a string (serde escapes one
+/// inside with a backslash), or the `` ` `` followed by a comma, a space or the end (serde
+/// quotes a variant raw, so one inside it is not the end).
+fn closing(text: &str, close: char) -> Option<usize> {
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' && close == '"' {
+            escaped = true;
+        } else if c == close
+            && (close == '"' || matches!(text[i + 1..].chars().next(), None | Some(',' | ' ')))
+        {
+            return Some(i);
+        }
+    }
+    None
+}
+
 /// Where the value of the next `key<sep>value` whose key is secret starts.
 fn next_secret_value(text: &str) -> Option<usize> {
     let bytes = text.as_bytes();
@@ -380,6 +428,32 @@ fn value_length(text: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_decoding_error_keeps_the_field_but_not_the_value() {
+        for (message, shown) in [
+            (
+                r#"spec.headers[0]: invalid type: string "ab\"cd-secret", expected struct Header at line 4"#,
+                "spec.headers[0]: invalid type: string, expected struct Header at line 4",
+            ),
+            (
+                "invalid type: integer `4242`, expected a string",
+                "invalid type: integer, expected a string",
+            ),
+            (
+                "unknown variant `sk-a`b`, expected one of `Full`, `Observe`",
+                "unknown variant, expected one of `Full`, `Observe`",
+            ),
+            ("missing field `spec`", "missing field `spec`"),
+            (r#"invalid value: string "open"#, "invalid value: string"),
+        ] {
+            assert_eq!(without_decoded_values(message), shown, "{message}");
+        }
+        let decoded = serde_json::from_value::<Vec<u8>>(json!(["sk-live-1"])).unwrap_err();
+        let shown = without_decoded_values(&decoded.to_string());
+        assert!(!shown.contains("sk-live-1"), "{shown}");
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -501,7 +501,10 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
     fn parse<T: DeserializeOwned>(value: &Value) -> Result<Box<T>, String> {
         serde_json::from_value(value.clone())
             .map(Box::new)
-            .map_err(|e| format!("does not decode: {e}"))
+            .map_err(|e| {
+                let said = crate::api::secret_fields::without_decoded_values(&e.to_string());
+                format!("does not decode: {said}")
+            })
     }
     Ok(match kind {
         "Config" => Object::Config(parse(value)?),

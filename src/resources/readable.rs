@@ -116,7 +116,10 @@ impl Unreadable {
                 "spec.{field} is nested {depth} levels deep, deeper than aigw can read ({DECODABLE_DEPTH} levels counted from the object); new objects are refused at admission past {} levels: make the field shallower, or delete the object",
                 super::free_form::MAX_DEPTH
             ),
-            None => format!("it does not decode as this kind: {error}"),
+            None => format!(
+                "it does not decode as this kind: {}",
+                crate::api::secret_fields::without_decoded_values(&error.to_string())
+            ),
         };
         let meta = identity.metadata;
         Self {

@@ -3,8 +3,8 @@ use serde::de::DeserializeOwned;
 use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
-    CohortFigures, CountChart, CountMetric, GroupColumn, GroupDimension, GroupList, LatencyChart,
-    TelemetryQuery, UserGroups,
+    Capped, CohortFigures, CountChart, CountMetric, GroupColumn, GroupDimension, GroupList,
+    LatencyChart, TelemetryQuery, UserGroups,
 };
 use crate::api::routes::{LOG_CHART, LOG_GROUP, Route, Verb};
 
@@ -51,18 +51,20 @@ impl Telemetry<'_> {
 
     /// A canary's figures for one cohort (`query` narrowed to its keys or metadata): requests,
     /// 5xx count and rate, and p90 latency, from `groups/status_code` and `charts/latency`.
-    /// An answer that may count only part of the cohort ([`CohortFigures::incomplete`]) is an
-    /// error: waited for like telemetry that cannot be read, never judged.
+    /// A capped answer ([`CohortFigures::capped`]) is an error: waited for like telemetry
+    /// that cannot be read, never judged.
     pub async fn cohort(&self, query: &TelemetryQuery) -> Result<CohortFigures, ApiError> {
         let statuses = self.groups(GroupDimension::StatusCode, query, &[]).await?;
         let latency = self.latency(query).await?;
-        if let Some(why) = CohortFigures::incomplete(&statuses, &latency) {
-            return Err(ApiError::Decode {
+        if let Some(capped) = CohortFigures::capped(&statuses, &latency) {
+            let endpoint = match capped {
+                Capped::StatusCodes => LOG_GROUP,
+                Capped::Latency => LOG_CHART,
+            };
+            return Err(ApiError::Incomplete {
                 method: "GET",
-                endpoint: LOG_GROUP,
-                status: 200,
-                message: format!("{why}: it may count only part of the cohort's requests"),
-                body: None,
+                endpoint,
+                reason: "the API capped the query (isQuotaExceeded), so it may count only part of the cohort's requests".into(),
             });
         }
         Ok(CohortFigures::from_reads(&statuses, &latency))

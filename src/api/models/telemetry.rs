@@ -354,17 +354,23 @@ pub struct CohortFigures {
     pub by_status: BTreeMap<u16, u64>,
 }
 
+/// The telemetry read the API capped ([`CohortFigures::capped`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capped {
+    StatusCodes,
+    Latency,
+}
+
 impl CohortFigures {
-    /// Why the reads cannot be judged, if they cannot: an answer the API capped
-    /// (`is_quota_exceeded`, "a capped query") or groups left out of it (`total` above the rows
-    /// sent) may count only part of the cohort's requests, so it proves nothing either way.
-    pub fn incomplete(statuses: &GroupList, latency: &LatencyChart) -> Option<&'static str> {
-        if statuses.is_quota_exceeded || latency.is_quota_exceeded {
-            Some("the API capped the telemetry query (isQuotaExceeded)")
-        } else if statuses.total > statuses.data.len() as f64 {
-            Some("the status-code groups came back in part (total above the rows sent)")
-        } else {
-            None
+    /// Which read cannot be judged, if one cannot: an answer the API capped
+    /// (`is_quota_exceeded`, "a capped query") may count only part of the cohort's requests,
+    /// so it proves nothing either way. (The groups' `total` is not checked: whether it counts
+    /// groups or requests is not established.)
+    pub fn capped(statuses: &GroupList, latency: &LatencyChart) -> Option<Capped> {
+        match (statuses.is_quota_exceeded, latency.is_quota_exceeded) {
+            (true, _) => Some(Capped::StatusCodes),
+            (false, true) => Some(Capped::Latency),
+            (false, false) => None,
         }
     }
 
@@ -407,7 +413,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_capped_or_partial_answer_is_not_judged() {
+    fn a_capped_answer_is_not_judged() {
         let groups = |capped: bool, total: usize| -> GroupList {
             serde_json::from_value(serde_json::json!({"object": "list",
                 "is_quota_exceeded": capped, "total": total,
@@ -420,12 +426,22 @@ mod tests {
             .expect("latency")
         };
         assert_eq!(
-            CohortFigures::incomplete(&groups(false, 1), &latency(false)),
+            CohortFigures::capped(&groups(false, 1), &latency(false)),
             None
         );
-        assert!(CohortFigures::incomplete(&groups(true, 1), &latency(false)).is_some());
-        assert!(CohortFigures::incomplete(&groups(false, 1), &latency(true)).is_some());
-        assert!(CohortFigures::incomplete(&groups(false, 3), &latency(false)).is_some());
+        assert_eq!(
+            CohortFigures::capped(&groups(true, 1), &latency(false)),
+            Some(Capped::StatusCodes)
+        );
+        assert_eq!(
+            CohortFigures::capped(&groups(false, 1), &latency(true)),
+            Some(Capped::Latency)
+        );
+        // A `total` above the rows is left alone: it may count requests.
+        assert_eq!(
+            CohortFigures::capped(&groups(false, 10), &latency(false)),
+            None
+        );
     }
 
     #[test]

@@ -599,9 +599,13 @@ impl Run<'_> {
         };
         // Waiting for traffic, a window that only slid is no news: the record (and the
         // status write it would cost at every poll) changes once the figures do.
+        // A record from before this step (re)started is no news either way: replaced.
         let same_figures = status.analysis.as_ref().is_some_and(|a| {
             (a.step, &a.stable, &a.candidate)
                 == (analysis.step, &analysis.stable, &analysis.candidate)
+                && a.from
+                    .parse::<Timestamp>()
+                    .is_ok_and(|from| from >= started)
         });
         if !(matches!(verdict, Verdict::Wait(_)) && same_figures) {
             status.analysis = Some(analysis);
