@@ -518,7 +518,7 @@ impl Run<'_> {
             Error::MissingState(format!("status.stepStartedAt {started:?} is not a time"))
         })?;
         let pause = spec.pause(step).map_err(Error::InvalidSpec)?;
-        let elapsed = Timestamp::now().duration_since(started).unsigned_abs();
+        let elapsed = elapsed_since(started, Timestamp::now());
         if elapsed < pause {
             let left = pause - elapsed;
             return Ok((pausing(step, weight, left), Some(left)));
@@ -541,7 +541,7 @@ impl Run<'_> {
         let to = Timestamp::now();
         let span = SignedDuration::try_from(window).unwrap_or(SignedDuration::ZERO);
         // Checked: a window reaching before the earliest time there is starts at the step.
-        let from = to.checked_sub(span).unwrap_or(started).max(started);
+        let from = to.checked_sub(span).unwrap_or(started).max(started).min(to);
         let (candidate_ids, stable_ids) = cohort_ids(keys, &spec.candidate_config_ref.name);
         let read = match self.figures(&candidate_ids, from, to).await {
             Ok(candidate) => self
@@ -931,6 +931,12 @@ fn returning(keys: &Keys, status: &ConfigRolloutStatus) -> Vec<String> {
     moved
 }
 
+/// How long ago `started` was at `now`. A clock behind the one that started the step (a
+/// failover to another replica) reads as no time elapsed, never as the pause being over.
+fn elapsed_since(started: Timestamp, now: Timestamp) -> Duration {
+    Duration::try_from(now.duration_since(started)).unwrap_or(Duration::ZERO)
+}
+
 /// The Connection a rollout uses (`default` when `spec.connectionRef` is absent).
 pub(crate) fn connection_name(rollout: &ConfigRollout) -> &str {
     rollout
@@ -1014,6 +1020,15 @@ fn replanned(steps: &[RolloutStep], status: &ConfigRolloutStatus) -> Option<usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clock_behind_the_steps_start_reads_as_no_time_elapsed() {
+        let started: Timestamp = "2026-12-03T10:00:00Z".parse().unwrap();
+        let later: Timestamp = "2026-12-03T10:05:00Z".parse().unwrap();
+        let earlier: Timestamp = "2026-12-03T09:55:00Z".parse().unwrap();
+        assert_eq!(elapsed_since(started, later), Duration::from_secs(300));
+        assert_eq!(elapsed_since(started, earlier), Duration::ZERO);
+    }
 
     fn steps(weights: &[u32]) -> Vec<RolloutStep> {
         let steps: Vec<serde_json::Value> = weights
