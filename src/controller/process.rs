@@ -10,6 +10,7 @@ use kube::api::Api;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use serde::{Serialize, de::DeserializeOwned};
 use tracing::{debug, error, info, warn};
 
 use super::driver::{self, drift, status};
@@ -70,29 +71,12 @@ where
 }
 
 /// What a watch can fill a reflector store with.
-pub trait Watchable:
-    kube::Resource<DynamicType = ()>
-    + Clone
-    + serde::Serialize
-    + serde::de::DeserializeOwned
-    + std::fmt::Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
+pub trait Watchable: kube::Resource<DynamicType = ()> + Document + Send + Sync + 'static {}
+impl<K: kube::Resource<DynamicType = ()> + Document + Send + Sync + 'static> Watchable for K {}
 
-impl<K> Watchable for K where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::Serialize
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
+/// A document read and written whole: decoded, encoded, copied and printed.
+pub trait Document: Clone + Serialize + DeserializeOwned + std::fmt::Debug {}
+impl<T: Clone + Serialize + DeserializeOwned + std::fmt::Debug> Document for T {}
 
 /// A reflector over the objects of kind `K` in `namespace` whose every item is reported to
 /// `probe`, as a controller trigger (a change to the spec, annotations, finalizers or deletion;

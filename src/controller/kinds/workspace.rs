@@ -470,12 +470,7 @@ async fn default_config(
     workspace: &Workspace,
     ctx: &Context,
 ) -> Result<(Option<DefaultConfig>, Option<String>), Error> {
-    let Some(named) = workspace
-        .spec
-        .defaults
-        .as_ref()
-        .and_then(|d| d.config_ref.as_ref())
-    else {
+    let Some(named) = workspace.spec.default_config_ref() else {
         return Ok((None, None));
     };
     let found = referenced::find_in::<Config>(ctx, &named.namespace, &named.name).await?;
