@@ -711,7 +711,7 @@ impl Run<'_> {
             .moved_keys
             .iter()
             .filter_map(|name| keys.all.iter().find(|k| k.name_any() == *name))
-            .find_map(|key| self.unfit(key))
+            .find_map(|key| self.refused_on(key, &candidate))
         {
             return Ok((
                 Outcome::Stalled {

@@ -1047,6 +1047,78 @@ async fn the_configs_of_a_rollout_cannot_change() {
     h.stop().await;
 }
 
+/// Merge-patches `spec` into the ApiKey `name`, then waits until it carries no rollout
+/// annotation; `None` if it still does after [`WAIT`].
+async fn edited_then_released(h: &Harness, name: &str, spec: Value) -> Option<()> {
+    let edit = json!({ "spec": spec });
+    h.env
+        .api::<ApiKey>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        let key = h.env.api::<ApiKey>().get(name).await.unwrap();
+        let annotations = key.annotations();
+        (!annotations.contains_key("aigw.io/rollout-config")
+            && !annotations.contains_key("aigw.io/rollout"))
+        .then_some(())
+    })
+    .await
+}
+
+/// A completed rollout holds its keys on the candidate until deleted, but lets go of a key
+/// promoted in Git (its own defaults name the candidate: no override, no write) and of one it
+/// may no longer take (observed only): that one goes back to its own defaults, and the rollout
+/// says so.
+#[tokio::test]
+async fn a_completed_rollout_lets_go_of_a_promoted_key_and_of_an_unfit_one() {
+    let (h, keys) = rolling("roll-held", "checkout", steps(&[(50, "10m"), (100, "10m")])).await;
+    annotate_object::<ConfigRollout>(&h, "checkout", json!({"aigw.io/rollout-action": "promote"}))
+        .await;
+    rollout(&h, "checkout", |r| has(r, "Ready", "True", "Completed")).await;
+    let candidate = slug(&h, "candidate").await;
+    let stable = slug(&h, "stable").await;
+    assert!(all_on(&h, &keys, &candidate, WAIT).await.is_some());
+
+    let promoted = json!({"defaults": {"config": "candidate"}});
+    let kept = "key-a kept its override";
+    assert!(
+        edited_then_released(&h, "key-a", promoted).await.is_some(),
+        "{kept}"
+    );
+    h.wait_for::<ApiKey>("key-a", WAIT, |k| {
+        support::api_keys::ready(k) && k.status.as_ref().unwrap().config_override.is_none()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let held = h.env.api::<ConfigRollout>().get("checkout").await.unwrap();
+    assert!(
+        has(&held, "Ready", "True", "Completed"),
+        "{:?}",
+        status(&held).conditions
+    );
+    assert_eq!(remote_configs(&h, &keys).await, vec![candidate.clone(); 4]);
+    assert_eq!(
+        config_writes(&h, &keys[0].1).await,
+        [json!(stable), json!(candidate)],
+        "the promoted key was written again"
+    );
+
+    let observed = json!({"managementPolicy": "Observe"});
+    let stayed = "key-b stayed on the candidate";
+    assert!(
+        edited_then_released(&h, "key-b", observed).await.is_some(),
+        "{stayed}"
+    );
+    let refused = rollout(&h, "checkout", |r| has(r, "Stalled", "True", "KeyRefused")).await;
+    let (_, _, message) = condition(&refused, "Stalled").unwrap();
+    assert!(
+        message.contains("ApiKey key-b is observed only"),
+        "{message}"
+    );
+    h.stop().await;
+}
+
 /// A moved key re-tagged by hand to another rollout is still returned by the rollback, which
 /// does not say every key is back while one is on the candidate.
 #[tokio::test]

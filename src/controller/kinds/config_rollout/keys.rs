@@ -47,14 +47,20 @@ impl Run<'_> {
             if keys.taken.contains(name) {
                 continue;
             }
-            // A key the rollout may not take is never put on the candidate (whatever asked:
-            // a step, a promote, a completed rollout holding its keys).
-            if config.is_some() && self.unfit(key).is_some() {
-                continue;
-            }
             let annotations = key.annotations();
             let has = |a: &str| annotations.get(a).map(String::as_str);
             let (override_value, owner) = match config {
+                // Its own defaults name the config (promoted in Git): no override is needed.
+                Some(config) if promoted(key, config) => (None, None),
+                // A key the rollout may not take is never put on the candidate (whatever
+                // asked: a step, a promote, a completed rollout holding its keys), and one it
+                // put there before it turned unfit goes back to its own defaults.
+                Some(_) if self.unfit(key).is_some() => {
+                    if has(rollout::ROLLOUT_ANNOTATION) != Some(self.name.as_str()) {
+                        continue;
+                    }
+                    (None, None)
+                }
                 Some(config) => (Some(config), Some(self.name.as_str())),
                 None => (None, None),
             };
@@ -106,6 +112,7 @@ impl Run<'_> {
                 let Some(status) = &key.status else {
                     return true;
                 };
+                let config = config.filter(|c| !promoted(key, c));
                 let ready = find_condition(&status.conditions, READY).is_some_and(|c| {
                     c.status == "True" && c.observed_generation == key.meta().generation
                 });
@@ -115,6 +122,14 @@ impl Run<'_> {
             })
             .cloned()
             .collect()
+    }
+
+    /// Why a key the rollout holds on `candidate` is not there: [`Self::unfit`], unless its own
+    /// defaults name `candidate` (promoted in Git).
+    pub(super) fn refused_on(&self, key: &ApiKey, candidate: &str) -> Option<String> {
+        (!promoted(key, candidate))
+            .then(|| self.unfit(key))
+            .flatten()
     }
 
     /// What keeps the rollout from starting: a selected key another rollout holds, one not on
@@ -295,4 +310,10 @@ pub(super) fn cohort_ids(keys: &Keys, candidate: &str) -> (Vec<String>, Vec<Stri
         }
     }
     (on_candidate, stable)
+}
+
+/// Whether `key` uses `config` by its own defaults (`spec.defaults.config`): a key promoted in
+/// Git after a rollout completed, which needs no override.
+fn promoted(key: &ApiKey, config: &str) -> bool {
+    key.spec.defaults.as_ref().and_then(|d| d.config.as_deref()) == Some(config)
 }
