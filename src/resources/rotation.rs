@@ -128,6 +128,31 @@ pub enum WorkloadKind {
     DaemonSet,
 }
 
+/// A status that keeps where a rotation stands ([`RotationStatus`], its `rotation` field).
+pub trait RotationRecord {
+    fn rotation(&self) -> &RotationStatus;
+    fn rotation_mut(&mut self) -> &mut RotationStatus;
+}
+
+/// [`RotationRecord`] of statuses whose `rotation` field keeps it.
+macro_rules! rotation_record {
+    ($($status:ty),+) => {$(
+        impl RotationRecord for $status {
+            fn rotation(&self) -> &RotationStatus {
+                &self.rotation
+            }
+            fn rotation_mut(&mut self) -> &mut RotationStatus {
+                &mut self.rotation
+            }
+        }
+    )+};
+}
+
+rotation_record!(
+    crate::resources::api_key::ApiKeyStatus,
+    crate::resources::deployment::DeploymentStatus
+);
+
 /// Where the rotation of a resource's one-time values stands (flattened into its status).
 #[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]

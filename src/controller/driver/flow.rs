@@ -479,7 +479,33 @@ macro_rules! driven {
     () => {
         $crate::controller::driver::flow::driven!(flow);
     };
+    // A kind whose values the API issues once ([`crate::controller::driver::rotation::Rotates`]):
+    // its rotations fall due, and one in flight is finished under Observe.
+    (issuing) => {
+        $crate::controller::driver::flow::driven!(@flow issuing);
+
+        fn due_in(&self, status: &Self::Status) -> Option<std::time::Duration> {
+            let rotation = $crate::resources::rotation::RotationRecord::rotation(status);
+            $crate::controller::driver::rotation::due_in(rotation)
+        }
+
+        fn due_now(&self, status: &Self::Status) -> bool {
+            let rotation = $crate::resources::rotation::RotationRecord::rotation(status);
+            $crate::controller::driver::rotation::rotation_pending(self, rotation)
+        }
+
+        async fn finish_in_flight(
+            &self,
+            cx: &$crate::controller::driver::Cx<'_, Self>,
+            status: &mut Self::Status,
+        ) -> Result<Option<$crate::controller::driver::Change>, $crate::controller::error::Halt> {
+            $crate::controller::driver::rotation::finish_recorded(self, cx, status).await
+        }
+    };
     ($flow:ident) => {
+        $crate::controller::driver::flow::driven!(@flow $flow);
+    };
+    (@flow $flow:ident) => {
         async fn apply(
             &self,
             cx: &$crate::controller::driver::Cx<'_, Self>,

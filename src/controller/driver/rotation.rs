@@ -30,7 +30,8 @@ use crate::controller::error::{Error, Halt, Wait};
 
 use crate::controller::driver::status::{CommonStatus, Outcome, record_outcome, set_condition};
 use crate::controller::now_rfc3339;
-use crate::resources::rotation::{Rotation, RotationStatus};
+use crate::resources::common::Recorded;
+use crate::resources::rotation::{Rotation, RotationRecord, RotationStatus};
 
 use super::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION, SecretVersion};
 
@@ -38,7 +39,7 @@ use super::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION, SecretVersi
 pub const CREDENTIALS_AVAILABLE: &str = "CredentialsAvailable";
 
 /// What a kind whose values the API issues once supplies to the protocol.
-pub trait Rotates: Managed {
+pub trait Rotates: Managed<Status: RotationRecord> {
     /// Condition reason while a rotation is in flight, e.g. `RotatingCredentials`.
     const ROTATING_REASON: &'static str;
     /// The failpoint hit right after the rotate call answered (tests and chaos arm it).
@@ -55,7 +56,9 @@ pub trait Rotates: Managed {
     /// What is rotated, for messages (e.g. "the credentials of deployment ID").
     fn what(id: &str) -> String;
     /// Where the rotation stands in `status`.
-    fn rotation_status(status: &mut Self::Status) -> &mut RotationStatus;
+    fn rotation_status(status: &mut Self::Status) -> &mut RotationStatus {
+        status.rotation_mut()
+    }
 
     /// Calls the API's rotation for the remote object `id`, through `cx.api(Op::Rotate)`.
     fn call_rotate(
@@ -224,6 +227,16 @@ pub async fn rotate_if_due<K: Rotates>(
 }
 
 /// Finishes the rotation in flight, if one is (see [`Managed::finish_in_flight`]).
+/// [`finish_in_flight`] of the remote object `status` records.
+pub async fn finish_recorded<K: Rotates>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+) -> Result<Option<Change>, Halt> {
+    let id = status.recorded_remote().map(str::to_owned);
+    finish_in_flight(object, cx, status, id.as_deref()).await
+}
+
 pub async fn finish_in_flight<K: Rotates>(
     object: &K,
     cx: &Cx<'_, K>,

@@ -31,16 +31,15 @@ use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::issuing::Issues;
 use crate::controller::driver::status::EmbedsManagedStatus;
-use crate::controller::driver::verbs::{Comparison, Inputs, Verbs};
-use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::{Error, Halt};
+use crate::controller::driver::verbs::{Comparison, Inputs, Made, Verbs};
+use crate::controller::driver::{Cx, Managed};
+use crate::controller::error::Error;
 use crate::controller::runtime::failpoints;
 use crate::controller::state::triggers::Triggers;
 use crate::resources::Config;
 use crate::resources::api_key::{ApiKey, ApiKeyStatus, SECRET_KEY};
 use crate::resources::common::CreateAttempt;
 
-use crate::controller::driver::rotation;
 use crate::controller::driver::secret_delivery;
 
 mod rotation_calls;
@@ -70,23 +69,6 @@ impl Managed for ApiKey {
     const LISTED: bool = true;
 
     crate::controller::driver::flow::driven!(issuing);
-
-    fn due_in(&self, status: &ApiKeyStatus) -> Option<Duration> {
-        rotation::due_in(&status.rotation)
-    }
-
-    async fn finish_in_flight(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut Self::Status,
-    ) -> Result<Option<Change>, Halt> {
-        let id = status.id.clone();
-        rotation::finish_in_flight(self, cx, status, id.as_deref()).await
-    }
-
-    fn due_now(&self, status: &ApiKeyStatus) -> bool {
-        rotation::rotation_pending(self, &status.rotation)
-    }
 
     /// A ConfigRollout moved the key (or returned it) since its config was last resolved. An
     /// observed-only key applies nothing, so nothing asks.
@@ -164,20 +146,18 @@ impl Verbs for ApiKey {
             inputs: Vec::new(),
         }
     }
+    /// A key gone takes its id with it.
     fn record(status: &mut ApiKeyStatus, remote: Option<&api::ApiKey>) {
-        match remote {
-            Some(remote) => status.remote_updated_at = remote.last_updated_at.clone(),
-            None => {
-                status.id = None;
-                status.remote_updated_at = None;
-            }
+        status.remote_updated_at = remote.and_then(|r| r.last_updated_at.clone());
+        if remote.is_none() {
+            status.id = None;
         }
     }
     fn record_created(
         &self,
         status: &mut ApiKeyStatus,
-        _config_id: &Option<String>,
-        created: Created<api::ApiKeyCreated, api::ApiKey>,
+        _: &Option<String>,
+        created: Made<Self>,
     ) -> String {
         let id = match created {
             Created::Posted(created) => created.id,

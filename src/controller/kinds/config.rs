@@ -13,7 +13,9 @@ use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read,
 use crate::controller::driver::create::{Created, one_unmarked, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::CACHES_LISTED_WITHIN;
-use crate::controller::driver::verbs::{Changes, Comparison, Inputs, Verbs, still_referenced};
+use crate::controller::driver::verbs::{
+    Changes, Comparison, Inputs, Made, Verbs, still_referenced,
+};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Halt, Wait};
 use crate::controller::kinds::config_refs::{self, Desired};
@@ -188,7 +190,7 @@ impl Verbs for Config {
         &self,
         status: &mut ConfigStatus,
         desired: &Resolved,
-        created: Created<(ConfigCreated, Option<ConfigDetail>), ConfigSummary>,
+        created: Made<Self>,
     ) -> String {
         let config = &desired.config;
         match created {

@@ -16,18 +16,17 @@ use crate::controller::driver::gate::Op;
 use crate::controller::driver::issuing::Issues;
 use crate::controller::driver::secret_delivery;
 use crate::controller::driver::status::EmbedsManagedStatus;
-use crate::controller::driver::verbs::{Comparison, Inputs, Verbs};
-use crate::controller::driver::{Change, Cx, Managed};
+use crate::controller::driver::verbs::{Comparison, Inputs, Made, Verbs};
+use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::runtime::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::deployment::{
-    ConnectionStatus, Deployment, DeploymentSpec, DeploymentStatus, RemoteStatus, Rotation,
-    RotationStatus, UID_TAG,
+    ConnectionStatus, Deployment, DeploymentSpec, DeploymentStatus, RemoteStatus, Rotation, UID_TAG,
 };
 
 pub use crate::controller::driver::rotation::CREDENTIALS_AVAILABLE;
-use crate::controller::driver::rotation::{self, Issued, Rotates, set_credentials_condition};
+use crate::controller::driver::rotation::{Issued, Rotates, set_credentials_condition};
 pub use crate::controller::driver::secret_delivery::{
     MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_ANNOTATION, ROTATED_AT_ANNOTATION,
     ROTATION_ID_ANNOTATION,
@@ -54,23 +53,6 @@ impl Managed for Deployment {
     const KIND: &'static str = "Deployment";
 
     crate::controller::driver::flow::driven!(issuing);
-
-    fn due_in(&self, status: &DeploymentStatus) -> Option<Duration> {
-        rotation::due_in(&status.rotation)
-    }
-
-    fn due_now(&self, status: &DeploymentStatus) -> bool {
-        rotation::rotation_pending(self, &status.rotation)
-    }
-
-    async fn finish_in_flight(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut Self::Status,
-    ) -> Result<Option<Change>, Halt> {
-        let id = status.id.clone();
-        rotation::finish_in_flight(self, cx, status, id.as_deref()).await
-    }
 }
 
 impl Verbs for Deployment {
@@ -130,7 +112,7 @@ impl Verbs for Deployment {
         &self,
         status: &mut DeploymentStatus,
         _desired: &(),
-        created: Created<DeploymentCreated, api::DeploymentSummary>,
+        created: Made<Self>,
     ) -> String {
         match created {
             Created::Posted(created) => {
@@ -305,10 +287,6 @@ impl Rotates for Deployment {
 
     fn what(id: &str) -> String {
         format!("the credentials of deployment {id}")
-    }
-
-    fn rotation_status(status: &mut DeploymentStatus) -> &mut RotationStatus {
-        &mut status.rotation
     }
 
     /// PUTs `rotate_auth: true`. Whatever values the answer carried are stored; one without

@@ -108,7 +108,7 @@ macro_rules! guardrail_kind {
                 &self,
                 status: &mut GuardrailStatus,
                 desired: &Option<Desired>,
-                created: Created<GuardrailWritten, GuardrailSummary>,
+                created: $crate::controller::driver::verbs::Made<Self>,
             ) -> String {
                 record_created(self, status, desired.as_ref(), created)
             }

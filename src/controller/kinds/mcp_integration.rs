@@ -20,11 +20,10 @@ use serde_json::{Map, Value};
 use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration, Reading};
 use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
-use crate::controller::driver::create::Created;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{Ref, ready_named};
 use crate::controller::driver::verbs::{
-    Changes, Comparison, Differing, Inputs, Naming, STILL_REFERENCED, Verbs, refused_in_use,
+    Changes, Comparison, Differing, Inputs, Made, Naming, STILL_REFERENCED, Verbs, refused_in_use,
     removed_once, still_referenced,
 };
 use crate::controller::driver::{Change, Cx, Managed};
@@ -195,7 +194,7 @@ impl Verbs for McpIntegration {
         &self,
         status: &mut McpIntegrationStatus,
         desired: &Option<Written>,
-        created: Created<api::Created, RemoteIntegration>,
+        created: Made<Self>,
     ) -> String {
         keyed::record_created(status, sent_hash(desired), created)
     }

@@ -22,11 +22,11 @@ pub use references::{naming, watch_inputs, watch_servers};
 use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersListQuery, Reading};
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read, Recovered};
-use crate::controller::driver::create::{Created, in_workspace};
+use crate::controller::driver::create::in_workspace;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{Ref, ready_named, recorded_keys};
 use crate::controller::driver::verbs::{
-    Changes, Comparison, Differing, Inputs, Naming, Release, Verbs,
+    Changes, Comparison, Differing, Inputs, Made, Naming, Release, Verbs,
 };
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -125,7 +125,7 @@ impl Verbs for McpServer {
         &self,
         status: &mut McpServerStatus,
         _desired: &Instantiates,
-        created: Created<api::Created, RemoteServer>,
+        created: Made<Self>,
     ) -> String {
         keyed::record_created(status, None, created)
     }

@@ -25,11 +25,11 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{
     Deleting, Own, OwnCalls, Post, Put, Read, Recovered, RemoteKey, key_or,
 };
-use crate::controller::driver::create::{Created, in_workspace};
+use crate::controller::driver::create::in_workspace;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{names, qualified, users};
 use crate::controller::driver::verbs::{
-    Changes, Comparison, Inputs, Naming, Release, Verbs, still_referenced,
+    Changes, Comparison, Inputs, Made, Naming, Release, Verbs, still_referenced,
 };
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -162,7 +162,7 @@ impl Verbs for Provider {
         &self,
         status: &mut ProviderStatus,
         _desired: &Binding,
-        created: Created<ProviderWritten, RemoteProvider>,
+        created: Made<Self>,
     ) -> String {
         keyed::record_created(status, None, created)
     }

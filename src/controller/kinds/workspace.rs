@@ -31,7 +31,8 @@ use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced;
 use crate::controller::driver::verbs::{
-    Changes, Comparison, Differing, Inputs, STILL_REFERENCED, Verbs, removed_once, still_referenced,
+    Changes, Comparison, Differing, Inputs, Made, STILL_REFERENCED, Verbs, removed_once,
+    still_referenced,
 };
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
@@ -245,7 +246,7 @@ impl Verbs for Workspace {
         &self,
         status: &mut WorkspaceStatus,
         desired: &Desired,
-        created: Created<api::WorkspaceCreated, RemoteWorkspace>,
+        created: Made<Self>,
     ) -> String {
         let (id, slug) = match created {
             Created::Posted(created) => {

@@ -173,44 +173,41 @@ mod tests {
         assert!(!Health::default().synced());
     }
 
+    /// `Config/a` refused at each of `seconds` after the start; the start.
+    fn refused_at(health: &Health, seconds: &[u64]) -> Instant {
+        let start = Instant::now();
+        for s in seconds {
+            let at = start + Duration::from_secs(*s);
+            health.record_error("Config/a", "refused".into(), at);
+        }
+        start
+    }
+
+    /// What fails `seconds` after `start`.
+    fn failing(health: &Health, start: Instant, seconds: u64) -> Vec<String> {
+        health.failing_at(start + Duration::from_secs(seconds))
+    }
+
     #[test]
     fn errors_shorter_than_the_threshold_are_healthy() {
         let health = health(&["Config/a"]);
-        let start = Instant::now();
-        for s in [0, 20, 40, 59] {
-            health.record_error("Config/a", "refused".into(), start + Duration::from_secs(s));
-        }
-        assert!(
-            health
-                .failing_at(start + Duration::from_secs(60))
-                .is_empty()
-        );
+        let start = refused_at(&health, &[0, 20, 40, 59]);
+        assert!(failing(&health, start, 60).is_empty());
     }
 
     #[test]
     fn a_streak_longer_than_the_threshold_is_unhealthy_until_an_event() {
         let health = health(&["Config/a", "Secret/a"]);
-        let start = Instant::now();
-        for s in [0, 30, 60] {
-            health.record_error("Config/a", "refused".into(), start + Duration::from_secs(s));
-        }
-        let failing = health.failing_at(start + Duration::from_secs(61));
-        assert_eq!(failing, vec!["Config/a: refused".to_string()]);
+        let start = refused_at(&health, &[0, 30, 60]);
+        assert_eq!(failing(&health, start, 61), ["Config/a: refused"]);
         health.record_ok("Config/a", false);
-        assert!(
-            health
-                .failing_at(start + Duration::from_secs(62))
-                .is_empty()
-        );
+        assert!(failing(&health, start, 62).is_empty());
     }
 
     #[test]
     fn a_streak_ends_when_errors_stop_coming() {
         let health = health(&["Config/a"]);
-        let start = Instant::now();
-        for s in [0, 30, 61] {
-            health.record_error("Config/a", "refused".into(), start + Duration::from_secs(s));
-        }
+        let start = refused_at(&health, &[0, 30, 61]);
         let quiet = start + Duration::from_secs(61) + ERROR_STREAK_GAP;
         assert!(health.failing_at(quiet).is_empty());
     }
@@ -218,14 +215,9 @@ mod tests {
     #[test]
     fn errors_far_apart_are_separate_streaks() {
         let health = health(&["Config/a"]);
-        let start = Instant::now();
-        health.record_error("Config/a", "refused".into(), start);
+        let start = refused_at(&health, &[0]);
         let later = start + ERROR_STREAK_GAP + Duration::from_secs(1);
         health.record_error("Config/a", "refused".into(), later);
-        assert!(
-            health
-                .failing_at(later + Duration::from_secs(30))
-                .is_empty()
-        );
+        assert!(failing(&health, later, 30).is_empty());
     }
 }

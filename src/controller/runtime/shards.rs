@@ -404,29 +404,16 @@ impl Membership {
         let selector = format!("{GROUP_LABEL}={}", self.group);
         // A list without a resourceVersion is a quorum read: it shows every renewal so far.
         let params = ListParams::default().labels(&selector);
-        let leases = match tokio::time::timeout(within, self.api.list(&params)).await {
-            Ok(Ok(leases)) => leases.items,
-            failed => {
-                // The table stays as it was: the others wait for this replica's published view,
-                // and its lease guard stops it if it cannot renew either.
-                let error = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {within:?}"),
-                };
-                warn!(%error, "failed to list the shard Leases; keeping this replica's share as it was");
-                return false;
-            }
+        // A failed read keeps the table as it was: the others wait for this replica's
+        // published view, and its lease guard stops it if it cannot renew either.
+        let Some(leases) = answered(within, "list the shard Leases", self.api.list(&params)).await
+        else {
+            return false;
         };
-        let leader = match tokio::time::timeout(within, self.api.get_opt(&self.leader)).await {
-            Ok(Ok(leader)) => leader,
-            failed => {
-                let error = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {within:?}"),
-                };
-                warn!(%error, "failed to read the leader Lease; keeping this replica's share as it was");
-                return false;
-            }
+        let leases = leases.items;
+        let leader = self.api.get_opt(&self.leader);
+        let Some(leader) = answered(within, "read the leader Lease", leader).await else {
+            return false;
         };
         let _ = tokio::time::timeout(within, self.collect_lapsed(&leases, lease_duration)).await;
         let mut next = self.table(&leases, lease_duration);
@@ -697,6 +684,22 @@ pub fn member_lease_name(group: &str, identity: &str) -> String {
         .collect();
     let name = format!("{group}-{}", cleaned.trim_matches(|c| c == '-' || c == '.'));
     name.chars().take(253).collect()
+}
+
+/// The answer of `read`, or `None`, with a warning naming `what`, when it fails or does not
+/// come `within`.
+async fn answered<T>(
+    within: Duration,
+    what: &str,
+    read: impl Future<Output = kube::Result<T>>,
+) -> Option<T> {
+    let error = match tokio::time::timeout(within, read).await {
+        Ok(Ok(answer)) => return Some(answer),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {within:?}"),
+    };
+    warn!(%error, "failed to {what}; keeping this replica's share as it was");
+    None
 }
 
 #[cfg(test)]

@@ -258,16 +258,26 @@ impl Scope {
     /// Refuses what `field` describes (e.g. "spec.isDefault makes this gateway the
     /// organisation's default"), which is organisation-wide, without a grant that allows it.
     pub fn check_default(&self, field: &str) -> Result<(), Error> {
-        if self.make_default {
-            return Ok(());
-        }
-        Err(Error::not_allowed(
-            DEFAULT_NOT_ALLOWED,
+        self.flag_granted(self.make_default, DEFAULT_NOT_ALLOWED, || {
             format!(
                 "{field}, and Connection {} does not let this namespace manage the organisation's default gateway (spec.grants[].allowDefault)",
                 self.connection
-            ),
-        ))
+            )
+        })
+    }
+
+    /// `Ok` when the grant flag `allowed` is set, else refused with `reason` and `message`.
+    fn flag_granted(
+        &self,
+        allowed: bool,
+        reason: &'static str,
+        message: impl FnOnce() -> String,
+    ) -> Result<(), Error> {
+        if allowed {
+            Ok(())
+        } else {
+            Err(Error::not_allowed(reason, message()))
+        }
     }
 
     /// Refuses binding the integration `keys` name (its resource name, slug, UUID: any one
@@ -309,16 +319,12 @@ impl Scope {
 
     /// Refuses adopting the remote object `id` (named by `field`) without an adoption grant.
     pub fn check_adoption(&self, field: &str, id: &str) -> Result<(), Error> {
-        if self.adopt {
-            return Ok(());
-        }
-        Err(Error::not_allowed(
-            ADOPTION_NOT_ALLOWED,
+        self.flag_granted(self.adopt, ADOPTION_NOT_ALLOWED, || {
             format!(
                 "{field} {id} names an existing remote object, and Connection {} does not let this namespace adopt objects aigw did not create (spec.grants[].allowAdoption)",
                 self.connection
-            ),
-        ))
+            )
+        })
     }
 }
 

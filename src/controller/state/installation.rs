@@ -535,27 +535,29 @@ fn parse_requirement(text: &str) -> Result<Expression, String> {
 }
 
 fn label_key(key: &str) -> Result<String, String> {
-    let key = key.trim();
-    let valid = !key.is_empty()
-        && key.len() <= 316
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
-    match valid {
-        true => Ok(key.to_string()),
-        false => Err(format!("{key:?} is not a label key")),
-    }
+    label_part(key, (1, 316), "-_./", "label key")
 }
 
 fn label_value(value: &str) -> Result<String, String> {
-    let value = value.trim();
-    let valid = value.len() <= 63
-        && value
+    label_part(value, (0, 63), "-_.", "label value")
+}
+
+/// `text` trimmed, when its length is within `(least, most)` and it holds only ASCII letters,
+/// digits and `extra`; else why not, naming it a `what`.
+fn label_part(
+    text: &str,
+    (least, most): (usize, usize),
+    extra: &str,
+    what: &str,
+) -> Result<String, String> {
+    let text = text.trim();
+    let valid = (least..=most).contains(&text.len())
+        && text
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            .all(|c| c.is_ascii_alphanumeric() || extra.contains(c));
     match valid {
-        true => Ok(value.to_string()),
-        false => Err(format!("{value:?} is not a label value")),
+        true => Ok(text.to_string()),
+        false => Err(format!("{text:?} is not a {what}")),
     }
 }
 

@@ -12,7 +12,7 @@ use crate::controller::driver::secret_delivery;
 use crate::controller::error::{Error, Halt};
 use crate::controller::runtime::failpoints::AFTER_API_KEY_ROTATE;
 use crate::resources::api_key::{ApiKey, ApiKeyStatus, SECRET_KEY};
-use crate::resources::rotation::{Rotation, RotationStatus};
+use crate::resources::rotation::Rotation;
 
 use super::{API_KEY_ID_ANNOTATION, PREVIOUS_EXPIRES_ANNOTATION};
 
@@ -32,10 +32,6 @@ impl Rotates for ApiKey {
 
     fn what(id: &str) -> String {
         format!("API key {id}")
-    }
-
-    fn rotation_status(status: &mut ApiKeyStatus) -> &mut RotationStatus {
-        &mut status.rotation
     }
 
     /// Rotates with `spec.rotation.transitionPeriod` (the API's default when unset): the
