@@ -1119,17 +1119,19 @@ async fn a_completed_rollout_lets_go_of_a_promoted_key_and_of_an_unfit_one() {
     h.stop().await;
 }
 
-/// A moved key re-tagged by hand to another rollout is still returned by the rollback, which
-/// does not say every key is back while one is on the candidate.
+/// A moved key re-tagged by hand to a rollout that does not hold it is still this rollout's:
+/// the abort returns it, and does not say every key is back while one is on the candidate.
 #[tokio::test]
-async fn a_retagged_moved_key_is_returned_by_the_rollback() {
+async fn a_retagged_moved_key_is_returned_by_the_abort() {
     let (h, keys) = rolling("roll-tag", "checkout", steps(&[(25, "60s"), (100, "2s")])).await;
     annotate(&h, "key-a", json!({"aigw.io/rollout": "ghost"})).await;
+    annotate_object::<ConfigRollout>(&h, "checkout", json!({"aigw.io/rollout-action": "abort"}))
+        .await;
     let done = rollout(&h, "checkout", |r| {
         says(r, "Stalled", "True", "every moved key is back")
     })
     .await;
-    assert_eq!(status(&done).phase, Phase::RolledBack);
+    assert_eq!(status(&done).phase, Phase::Aborted);
     let stable = slug(&h, "stable").await;
     assert_eq!(
         remote_configs(&h, &keys).await,
@@ -1176,6 +1178,26 @@ async fn a_hand_written_rollout_annotation_moves_no_key() {
     );
     let c = h.env.api::<ApiKey>().get("key-c").await.unwrap();
     assert_eq!(c.status.unwrap().config_override, None);
+    h.stop().await;
+}
+
+/// A tag naming a rollout that does not hold the key (gone without its cleanup, or written by
+/// hand) holds nothing: a rollout selecting the key starts, and moves it under its own tag.
+#[tokio::test]
+async fn a_stale_rollout_tag_does_not_hold_a_key() {
+    let (h, keys) = with_keys("roll-stale").await;
+    hand_annotate(&h, "key-a", "ghost").await;
+    let started = start_rollout(&h, "checkout", steps(&[(25, "60s"), (100, "2s")])).await;
+    assert_eq!(status(&started).moved_keys, ["key-a"]);
+    let candidate = slug(&h, "candidate").await;
+    let moved = support::wait_until(WAIT, || async {
+        (remote_configs(&h, &keys).await[0] == candidate).then_some(())
+    })
+    .await;
+    assert!(moved.is_some(), "key-a was not moved");
+    let a = h.env.api::<ApiKey>().get("key-a").await.unwrap();
+    let tag = a.annotations().get("aigw.io/rollout").map(String::as_str);
+    assert_eq!(tag, Some("checkout"));
     h.stop().await;
 }
 

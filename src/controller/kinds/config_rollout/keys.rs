@@ -19,7 +19,7 @@ pub(super) struct Keys {
     pub(super) eligible: Vec<ApiKey>,
     /// Every key of the namespace that names this rollout in `aigw.io/rollout`.
     pub(super) tagged: Vec<ApiKey>,
-    /// Selected keys another rollout holds: `(key, rollout)`.
+    /// Selected keys another rollout holds (its `movedKeys` lists them): `(key, rollout)`.
     pub(super) held_elsewhere: Vec<(String, String)>,
     /// Every key of the namespace (a key this rollout moved may have left the selector, or
     /// been re-tagged: it is still returned).
@@ -56,7 +56,7 @@ impl Run<'_> {
                 // asked: a step, a promote, a completed rollout holding its keys), and one it
                 // put there before it turned unfit goes back to its own defaults.
                 Some(_) if self.unfit(key).is_some() => {
-                    if has(rollout::ROLLOUT_ANNOTATION) != Some(self.name.as_str()) {
+                    if !tagged_by(key, &self.name) {
                         continue;
                     }
                     (None, None)
@@ -116,9 +116,12 @@ impl Run<'_> {
                 let ready = find_condition(&status.conditions, READY).is_some_and(|c| {
                     c.status == "True" && c.observed_generation == key.meta().generation
                 });
+                // The annotation as this rollout wrote it; one it did not write (a stale tag of
+                // another rollout, or by hand) moves nothing and is left alone.
+                let annotated = config.is_some() || tagged_by(key, &self.name);
                 !(ready
                     && status.config_override.as_deref() == config
-                    && key.config_override() == config)
+                    && (!annotated || key.config_override() == config))
             })
             .cloned()
             .collect()
@@ -208,10 +211,14 @@ impl Run<'_> {
             if ours {
                 tagged.push(key.clone());
             }
-            if let Some(other) = holder.as_deref()
-                && !ours
-                && self.holds(other, &key.name_any()).await?
-            {
+            // Another rollout holds the key only while its movedKeys lists it (it records a
+            // key there before tagging it): a tag naming a rollout that does not (gone, or
+            // written by hand) holds nothing, and the key's own reconcile ignores it too.
+            let held = match holder.as_deref() {
+                Some(other) if !ours => self.holds(other, &key.name_any()).await?,
+                _ => false,
+            };
+            if held {
                 taken.push(key.name_any());
             }
             let selected =
@@ -220,7 +227,7 @@ impl Run<'_> {
                 continue;
             }
             match holder {
-                Some(other) if !ours => held_elsewhere.push((key.name_any(), other)),
+                Some(other) if held => held_elsewhere.push((key.name_any(), other)),
                 _ => eligible.push(key),
             }
         }
@@ -316,4 +323,12 @@ pub(super) fn cohort_ids(keys: &Keys, candidate: &str) -> (Vec<String>, Vec<Stri
 /// Git after a rollout completed, which needs no override.
 fn promoted(key: &ApiKey, config: &str) -> bool {
     key.spec.defaults.as_ref().and_then(|d| d.config.as_deref()) == Some(config)
+}
+
+/// Whether `key`'s `aigw.io/rollout` names the rollout `name`.
+fn tagged_by(key: &ApiKey, name: &str) -> bool {
+    key.annotations()
+        .get(rollout::ROLLOUT_ANNOTATION)
+        .map(String::as_str)
+        == Some(name)
 }
