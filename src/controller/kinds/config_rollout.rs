@@ -551,16 +551,29 @@ impl Run<'_> {
             Err(error) => Err(error),
         };
         let (candidate, stable) = match read {
-            Ok(both) => both,
+            Ok(both) => {
+                status.telemetry_failing_since = None;
+                both
+            }
             // The telemetry failing decides like too little traffic: it is waited for up to
             // `maxWait` past the pause (and reported meanwhile), then the step rolls back. So
             // does anything else that keeps it from being read (its Connection gone or out of
             // the grants, no TSG id to ask for it): the moved keys never stay unjudged for good.
+            // The wait counts from the first failure of this step too, so that one failed read
+            // after the operator was away past `maxWait` is read again, not taken for an outage.
             Err(Halt::Fail(error)) => {
                 let max_wait = spec.max_wait().map_err(Error::InvalidSpec)?;
                 let key = format!("{KIND}/{}/{}", self.namespace, self.name);
                 let said = self.ctx.scrub(&key, &error.to_string());
-                if max_wait.is_some_and(|max| late > max) {
+                let since = status
+                    .telemetry_failing_since
+                    .as_deref()
+                    .and_then(|s| s.parse::<Timestamp>().ok())
+                    .filter(|since| *since >= started)
+                    .unwrap_or(to);
+                status.telemetry_failing_since = Some(since.to_string());
+                let failing = elapsed_since(since, to);
+                if max_wait.is_some_and(|max| late > max && failing > max) {
                     let message = format!(
                         "step {step}: the telemetry could not be read within analysis.maxWait: {said}"
                     );
@@ -671,6 +684,10 @@ impl Run<'_> {
     ) -> Result<(), Halt> {
         let step = status.current_step.unwrap_or(0) as usize;
         status.phase = phase;
+        // Kept by a rollback (it may be why); the step is over either way.
+        if decision != Decision::RollBack {
+            status.telemetry_failing_since = None;
+        }
         record(status, step, decision, message.clone());
         status.observed_generation = self.rollout.meta().generation;
         self.save(status).await?;
@@ -705,23 +722,46 @@ impl Run<'_> {
         let candidate = self.rollout.spec.candidate_config_ref.name.clone();
         self.place(keys, &status.moved_keys, Some(&candidate))
             .await?;
-        let decided = last_message(status);
-        // `place` moves no refused key: say which, rather than wait for it.
-        if let Some(refused) = status
+        // A key promoted in Git whose own defaults show the candidate applied is let go for
+        // good: a later change of its defaults (a revert) is not overridden.
+        let promoted = self.promoted_and_applied(keys, &status.moved_keys, &candidate);
+        if !promoted.is_empty() {
+            status.moved_keys.retain(|name| !promoted.contains(name));
+            self.save(status).await?;
+        }
+        // Keys a later rollout holds are its to move (this one never writes them).
+        let held: Vec<String> = status
             .moved_keys
             .iter()
+            .filter(|name| !keys.taken.contains(name))
+            .cloned()
+            .collect();
+        let decided = last_message(status);
+        // `place` moves no refused key: say which, rather than wait for it.
+        if let Some((key, refused)) = held
+            .iter()
             .filter_map(|name| keys.all.iter().find(|k| k.name_any() == *name))
-            .find_map(|key| self.refused_on(key, &candidate))
+            .find_map(|key| Some((key, self.refused_on(key, &candidate)?)))
         {
+            let now = match key
+                .status
+                .as_ref()
+                .and_then(|s| s.config_override.as_deref())
+            {
+                Some(config) => format!(
+                    "the rollout let go of it, but it runs Config {config} until its own reconcile applies its defaults (an observed-only key applies nothing)"
+                ),
+                None => "the rollout let go of it: it is on its own defaults".to_string(),
+            };
             return Ok((
                 Outcome::Stalled {
                     reason: "KeyRefused".into(),
-                    message: format!("{decided}; {refused}: it stays on its own defaults"),
+                    message: format!("{decided}; {refused}: {now}"),
                 },
                 Some(POLL),
             ));
         }
-        let waiting = self.not_placed(keys, &status.moved_keys, Some(&candidate));
+        let waiting = self.not_placed(keys, &held, Some(&candidate));
         let moving = |keys: String| {
             format!("{decided}; waiting for ApiKeys {keys} to apply Config {candidate}")
         };
@@ -756,17 +796,14 @@ impl Run<'_> {
         let decided = last_message(status);
         let waiting = self.not_placed(keys, &moved, None);
         let going_back =
-            |keys: String| format!("{decided}; returning ApiKeys {keys} to the stable Config");
+            |keys: String| format!("{decided}; returning ApiKeys {keys} to their own defaults");
         if let Some(waiting) = waiting_for(&waiting, reason, going_back) {
             return Ok(waiting);
         }
         Ok((
             Outcome::Stalled {
                 reason: reason.into(),
-                message: format!(
-                    "{decided}; every moved key is back on Config {}",
-                    self.rollout.spec.stable_config_ref.name
-                ),
+                message: format!("{decided}; every moved key is back on its own defaults"),
             },
             None,
         ))

@@ -1510,6 +1510,44 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
     h.stop().await;
 }
 
+/// The operator away past the pause and `analysis.maxWait`, then one failed telemetry read on
+/// its return: the wait counts from that failure (`status.telemetryFailingSince`), so the read
+/// is tried again and the step judged once the telemetry answers (before: rolled back at once).
+#[tokio::test]
+async fn a_telemetry_failure_after_the_operator_was_away_is_read_again() {
+    let (mut h, _keys, traffic) = healthy_traffic("roll-away").await;
+    let mut spec = rollout_spec(steps(&[(50, "1s"), (100, "1s")]));
+    spec["analysis"]["maxWait"] = json!("4s");
+    create::<ConfigRollout>(&h.env, "checkout", spec).await;
+    rollout(&h, "checkout", |r| status(r).step_started_at.is_some()).await;
+    h.stop_operator().await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let providers = json!({
+        "stable-openai": {"error_rate": 0.01, "status": 502, "latency_ms": 2},
+        "candidate-openai": {"latency_ms": 2}});
+    h.faults(json!({"gateway_seed": 3, "providers": providers,
+        "failing_routes": {"GET /ai_gw/v2/logs/groups/{dimension}": 503}}))
+        .await;
+    h.restart_operator().await;
+    let failing = rollout(&h, "checkout", |r| {
+        has(r, "Reconciling", "True", "TelemetryUnavailable")
+            || status(r).phase != Phase::Progressing
+    })
+    .await;
+    assert_eq!(
+        status(&failing).phase,
+        Phase::Progressing,
+        "{:?}",
+        status(&failing).decisions
+    );
+    assert!(status(&failing).telemetry_failing_since.is_some());
+    h.faults(json!({"gateway_seed": 3, "providers": providers}))
+        .await;
+    let done = completed(&h, traffic).await;
+    assert_eq!(done.telemetry_failing_since, None);
+    h.stop().await;
+}
+
 /// The telemetry failing (the emulator's `failing_routes`: every read of the status-code groups
 /// answered 503) is reported while it lasts (`TelemetryUnavailable`, with the API's answer) and,
 /// past `analysis.maxWait`, rolls the step back, the decision carrying the API's answer.

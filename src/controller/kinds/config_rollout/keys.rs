@@ -50,8 +50,14 @@ impl Run<'_> {
             let annotations = key.annotations();
             let has = |a: &str| annotations.get(a).map(String::as_str);
             let (override_value, owner) = match config {
-                // Its own defaults name the config (promoted in Git): no override is needed.
-                Some(config) if promoted(key, config) => (None, None),
+                // Its own defaults name the config (promoted in Git): no override is needed,
+                // and only this rollout's own is removed.
+                Some(config) if promoted(key, config) => {
+                    if !tagged_by(key, &self.name) {
+                        continue;
+                    }
+                    (None, None)
+                }
                 // A key the rollout may not take is never put on the candidate (whatever
                 // asked: a step, a promote, a completed rollout holding its keys), and one it
                 // put there before it turned unfit goes back to its own defaults.
@@ -124,6 +130,31 @@ impl Run<'_> {
                     && (!annotated || key.config_override() == config))
             })
             .cloned()
+            .collect()
+    }
+
+    /// The keys of `names` promoted in Git (their own defaults name `candidate`) that carry no
+    /// tag of this rollout and show their own defaults applied: nothing of this rollout is
+    /// left on them.
+    pub(super) fn promoted_and_applied(
+        &self,
+        keys: &Keys,
+        names: &[String],
+        candidate: &str,
+    ) -> Vec<String> {
+        let promoted: Vec<String> = names
+            .iter()
+            .filter(|name| {
+                keys.all.iter().any(|k| {
+                    k.name_any() == **name && promoted(k, candidate) && !tagged_by(k, &self.name)
+                })
+            })
+            .cloned()
+            .collect();
+        let waiting = self.not_placed(keys, &promoted, None);
+        promoted
+            .into_iter()
+            .filter(|n| !waiting.contains(n))
             .collect()
     }
 
