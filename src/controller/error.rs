@@ -58,6 +58,21 @@ pub enum Error {
 }
 
 impl Error {
+    /// A status write the apiserver refused because the installed CRD lacks a field this
+    /// release writes (the CRDs not upgraded with the operator): says what to do, not only what
+    /// failed. `None` for any other error.
+    pub fn crd_outdated(kind: &str, name: &str, error: &kube::Error) -> Option<Self> {
+        match error {
+            kube::Error::Api(status) if status.message.contains("field not declared in schema") => {
+                Some(Self::MissingState(format!(
+                    "cannot write the status of {kind} {name}: the installed CRD lacks a field this release writes ({}); apply the CRDs of this release: aigw crds | kubectl apply --server-side -f -",
+                    status.message
+                )))
+            }
+            _ => None,
+        }
+    }
+
     pub fn api(action: impl Into<String>, source: ApiError) -> Self {
         Self::Api {
             action: action.into(),
@@ -425,5 +440,26 @@ mod tests {
         assert!(withheld.records_nothing());
         assert!(!Halt::from(http(500, "")).records_nothing());
         assert_eq!(Halt::from(http(400, "")).look_again_in(), None);
+    }
+
+    #[test]
+    fn a_status_field_the_installed_crd_lacks_says_to_apply_the_crds() {
+        let refused = |message: &str| {
+            let mut status = kube::core::Status::failure(message, "BadRequest");
+            status.code = 400;
+            kube::Error::Api(Box::new(status))
+        };
+        let outdated = refused(".status.telemetryFailingSince: field not declared in schema");
+        let said = Error::crd_outdated("ConfigRollout", "checkout", &outdated)
+            .expect("an outdated CRD")
+            .to_string();
+        assert!(said.contains("ConfigRollout checkout"), "{said}");
+        assert!(said.contains("telemetryFailingSince"), "{said}");
+        assert!(
+            said.contains("aigw crds | kubectl apply --server-side -f -"),
+            "{said}"
+        );
+        let other = refused("admission webhook denied the request");
+        assert!(Error::crd_outdated("ConfigRollout", "checkout", &other).is_none());
     }
 }

@@ -242,8 +242,9 @@ pub struct ConfigRolloutStatus {
     pub candidate_version_id: Option<String>,
     /// The figures of the last analysis (or the last wait for traffic).
     pub analysis: Option<AnalysisRecord>,
-    /// When the telemetry first failed to be read for the step in progress; absent once a read
-    /// succeeds. The step rolls back only once it has failed for `analysis.maxWait`.
+    /// When the telemetry first failed to be read for the step in progress: cleared by a read
+    /// that succeeds and when a step (re)starts, kept by the rollback it caused. The step rolls
+    /// back only once it has failed for `analysis.maxWait`.
     pub telemetry_failing_since: Option<String>,
     /// The installation (its `--installation-id`) that runs this rollout, recorded before it
     /// moves any key. Only the status subresource holds it, which a tenant's `edit` role cannot

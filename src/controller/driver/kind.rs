@@ -946,7 +946,10 @@ fn write_failed<K: Managed>(part: &str, name: &str, e: kube::Error) -> Halt {
         kube::Error::Api(status) if status.code == 409 => {
             Halt::from(Wait::Conflict(format!("{} {name}", K::KIND)))
         }
-        e => Error::kube(format!("write {part} of {} {name}", K::KIND), e).into(),
+        e => match Error::crd_outdated(K::KIND, name, &e) {
+            Some(outdated) => outdated.into(),
+            None => Error::kube(format!("write {part} of {} {name}", K::KIND), e).into(),
+        },
     }
 }
 

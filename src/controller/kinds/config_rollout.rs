@@ -338,7 +338,7 @@ impl Run<'_> {
                 _ if stable_config.is_none() && !status.moved_keys.is_empty() => {
                     let message = match stable_deleting {
                         true => format!(
-                            "the stable Config {stable} is being deleted: the rollout cannot go on; every moved key returns to it, and its deletion waits until no ApiKey names it"
+                            "the stable Config {stable} is being deleted: the rollout cannot go on; every moved key returns to its own defaults, and the Config's deletion waits until no ApiKey names it"
                         ),
                         false => format!("the stable Config {stable} is gone"),
                     };
@@ -442,6 +442,7 @@ impl Run<'_> {
             status.current_step = Some(at as u32);
             status.weight = Some(spec.steps[at].weight);
             status.step_started_at = None;
+            status.telemetry_failing_since = None;
             self.save(status).await?;
         }
         let step = status.current_step.unwrap_or(0) as usize;
@@ -474,6 +475,7 @@ impl Run<'_> {
             status.weight = Some(weight);
             status.moved_keys = cohort;
             status.step_started_at = None;
+            status.telemetry_failing_since = None;
             self.save(status).await?;
         }
         let candidate_name = &spec.candidate_config_ref.name;
@@ -511,6 +513,7 @@ impl Run<'_> {
                 candidate_version.as_deref().unwrap_or("-"),
             );
             status.step_started_at = None;
+            status.telemetry_failing_since = None;
             self.save(status).await?;
             return Ok(progressing("CandidateChanged", message));
         }
@@ -590,7 +593,7 @@ impl Run<'_> {
                             humantime::format_duration(retry),
                             match max_wait {
                                 Some(max) => format!(
-                                    ", rolled back once analysis.maxWait ({}) is past",
+                                    ", rolled back once analysis.maxWait ({}) is past both the pause and the first failure",
                                     humantime::format_duration(max)
                                 ),
                                 None => " (no analysis.maxWait: waits as long as it takes)".into(),
@@ -662,6 +665,7 @@ impl Run<'_> {
                 status.current_step = Some(next as u32);
                 status.weight = Some(spec.steps[next].weight);
                 status.step_started_at = None;
+                status.telemetry_failing_since = None;
                 self.save(status).await?;
                 Ok((
                     Outcome::Progressing {
@@ -749,9 +753,9 @@ impl Run<'_> {
                 .and_then(|s| s.config_override.as_deref())
             {
                 Some(config) => format!(
-                    "the rollout let go of it, but it runs Config {config} until its own reconcile applies its defaults (an observed-only key applies nothing)"
+                    "its annotations are removed, but it runs Config {config} until its own reconcile applies its defaults (an observed-only key applies nothing)"
                 ),
-                None => "the rollout let go of it: it is on its own defaults".to_string(),
+                None => "its annotations are removed".to_string(),
             };
             return Ok((
                 Outcome::Stalled {
@@ -772,7 +776,7 @@ impl Run<'_> {
             Outcome::Ready {
                 reason: "Completed".into(),
                 message: format!(
-                    "{decided}; every selected key is on Config {candidate}: promote it in Git (the stable Config's document, or the keys' defaults), then delete this rollout"
+                    "{decided}; every key it holds is on Config {candidate}: promote it in Git (the stable Config's document, or the keys' defaults), then delete this rollout"
                 ),
             },
             None,
@@ -938,7 +942,10 @@ impl Run<'_> {
             kube::Error::Api(s) if s.code == 409 => {
                 Wait::Conflict(format!("{KIND} {} changed meanwhile", self.name)).into()
             }
-            e => Error::kube(format!("{action} of {KIND} {}", self.name), e).into(),
+            e => match Error::crd_outdated(KIND, &self.name, &e) {
+                Some(outdated) => outdated.into(),
+                None => Error::kube(format!("{action} of {KIND} {}", self.name), e).into(),
+            },
         }
     }
 

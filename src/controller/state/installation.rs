@@ -363,14 +363,8 @@ where
     let kind = K::kind(&());
     match written {
         // An older CRD has no `status.installation`: say what to do, not only what failed.
-        Err(kube::Error::Api(status))
-            if status.message.contains("field not declared in schema") =>
-        {
-            Err(Error::MissingState(format!(
-                "cannot record this installation in the status of {kind} {}: the installed CRD has no status.installation (apply the CRDs of this release: aigw crds | kubectl apply --server-side -f -)",
-                object.name_any()
-            ))
-            .into())
+        Err(e) if let Some(outdated) = Error::crd_outdated(&kind, &object.name_any(), &e) => {
+            Err(outdated.into())
         }
         written => claim_written(written, kind.as_ref(), &object.name_any()),
     }

@@ -134,8 +134,8 @@ impl Run<'_> {
     }
 
     /// The keys of `names` promoted in Git (their own defaults name `candidate`) that carry no
-    /// tag of this rollout and show their own defaults applied: nothing of this rollout is
-    /// left on them.
+    /// tag of this rollout and show their own defaults applied, or that a later rollout holds:
+    /// nothing of this rollout is left on them.
     pub(super) fn promoted_and_applied(
         &self,
         keys: &Keys,
@@ -154,7 +154,7 @@ impl Run<'_> {
         let waiting = self.not_placed(keys, &promoted, None);
         promoted
             .into_iter()
-            .filter(|n| !waiting.contains(n))
+            .filter(|n| keys.taken.contains(n) || !waiting.contains(n))
             .collect()
     }
 
