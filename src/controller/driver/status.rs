@@ -294,47 +294,34 @@ pub(crate) use common_status;
 mod tests {
     use super::*;
 
+    /// The condition `type_` of `conditions`.
+    fn find<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
+        conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
     #[test]
     fn transition_time_moves_only_when_status_flips() {
         let mut conditions = Vec::new();
-        record_outcome(
-            &mut conditions,
-            &Outcome::Ready {
-                reason: "Reconciled".into(),
-                message: "ok".into(),
-            },
-            Some(1),
-        );
-        let first = conditions
-            .iter()
-            .find(|c| c.type_ == READY)
-            .unwrap()
-            .last_transition_time
-            .clone();
+        let reconciled = Outcome::Ready {
+            reason: "Reconciled".into(),
+            message: "ok".into(),
+        };
+        record_outcome(&mut conditions, &reconciled, Some(1));
+        let first = find(&conditions, READY).last_transition_time.clone();
         std::thread::sleep(std::time::Duration::from_millis(5));
-        record_outcome(
-            &mut conditions,
-            &Outcome::Ready {
-                reason: "Reconciled".into(),
-                message: "ok".into(),
-            },
-            Some(2),
-        );
-        let ready = conditions.iter().find(|c| c.type_ == READY).unwrap();
+        record_outcome(&mut conditions, &reconciled, Some(2));
+        let ready = find(&conditions, READY);
         assert_eq!(ready.last_transition_time, first);
         assert_eq!(ready.observed_generation, Some(2));
-        record_outcome(
-            &mut conditions,
-            &Outcome::Stalled {
-                reason: "Validation".into(),
-                message: "bad".into(),
-            },
-            Some(3),
-        );
-        let ready = conditions.iter().find(|c| c.type_ == READY).unwrap();
+        let refused = Outcome::Stalled {
+            reason: "Validation".into(),
+            message: "bad".into(),
+        };
+        record_outcome(&mut conditions, &refused, Some(3));
+        let ready = find(&conditions, READY);
         assert_ne!(ready.last_transition_time, first);
         assert_eq!(ready.status, "False");
-        let stalled = conditions.iter().find(|c| c.type_ == STALLED).unwrap();
+        let stalled = find(&conditions, STALLED);
         assert_eq!(
             (stalled.status.as_str(), stalled.message.as_str()),
             ("True", "bad")
