@@ -1097,6 +1097,8 @@ async fn a_completed_rollout_lets_go_of_a_promoted_key_and_of_an_unfit_one() {
         "{:?}",
         status(&held).conditions
     );
+    let let_go = ["key-b", "key-c", "key-d"];
+    assert_eq!(status(&held).moved_keys, let_go, "key-a is let go");
     assert_eq!(remote_configs(&h, &keys).await, vec![candidate.clone(); 4]);
     assert_eq!(
         config_writes(&h, &keys[0].1).await,
@@ -1116,6 +1118,9 @@ async fn a_completed_rollout_lets_go_of_a_promoted_key_and_of_an_unfit_one() {
         message.contains("ApiKey key-b is observed only"),
         "{message}"
     );
+    // Observed only, it applies nothing: the message does not claim it is back.
+    let runs = "it runs Config candidate until its own reconcile applies its defaults";
+    assert!(message.contains(runs), "{message}");
     h.stop().await;
 }
 
