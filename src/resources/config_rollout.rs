@@ -256,6 +256,15 @@ pub struct ConfigRolloutStatus {
     pub decisions: Vec<DecisionRecord>,
 }
 
+impl ConfigRolloutStatus {
+    /// The step in progress starts (again): its pause once its keys are on the candidate, and
+    /// its wait for the telemetry from its own first failure.
+    pub fn restart_step(&mut self) {
+        self.step_started_at = None;
+        self.telemetry_failing_since = None;
+    }
+}
+
 /// One cohort's figures over a window.
 #[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]

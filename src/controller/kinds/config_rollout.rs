@@ -441,8 +441,7 @@ impl Run<'_> {
             // already moved, paused and judged anew. Never further: no key moves unjudged.
             status.current_step = Some(at as u32);
             status.weight = Some(spec.steps[at].weight);
-            status.step_started_at = None;
-            status.telemetry_failing_since = None;
+            status.restart_step();
             self.save(status).await?;
         }
         let step = status.current_step.unwrap_or(0) as usize;
@@ -474,8 +473,7 @@ impl Run<'_> {
             status.current_step = Some(step as u32);
             status.weight = Some(weight);
             status.moved_keys = cohort;
-            status.step_started_at = None;
-            status.telemetry_failing_since = None;
+            status.restart_step();
             self.save(status).await?;
         }
         let candidate_name = &spec.candidate_config_ref.name;
@@ -512,8 +510,7 @@ impl Run<'_> {
                 status.candidate_version_id.as_deref().unwrap_or("-"),
                 candidate_version.as_deref().unwrap_or("-"),
             );
-            status.step_started_at = None;
-            status.telemetry_failing_since = None;
+            status.restart_step();
             self.save(status).await?;
             return Ok(progressing("CandidateChanged", message));
         }
@@ -572,7 +569,6 @@ impl Run<'_> {
                     .telemetry_failing_since
                     .as_deref()
                     .and_then(|s| s.parse::<Timestamp>().ok())
-                    .filter(|since| *since >= started)
                     .unwrap_or(to);
                 status.telemetry_failing_since = Some(since.to_string());
                 let failing = elapsed_since(since, to);
@@ -664,8 +660,7 @@ impl Run<'_> {
                 self.ctx.metrics.rollout_decision(Decision::Proceed);
                 status.current_step = Some(next as u32);
                 status.weight = Some(spec.steps[next].weight);
-                status.step_started_at = None;
-                status.telemetry_failing_since = None;
+                status.restart_step();
                 self.save(status).await?;
                 Ok((
                     Outcome::Progressing {

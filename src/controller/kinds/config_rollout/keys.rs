@@ -50,18 +50,11 @@ impl Run<'_> {
             let annotations = key.annotations();
             let has = |a: &str| annotations.get(a).map(String::as_str);
             let (override_value, owner) = match config {
-                // Its own defaults name the config (promoted in Git): no override is needed,
-                // and only this rollout's own is removed.
-                Some(config) if promoted(key, config) => {
-                    if !tagged_by(key, &self.name) {
-                        continue;
-                    }
-                    (None, None)
-                }
-                // A key the rollout may not take is never put on the candidate (whatever
-                // asked: a step, a promote, a completed rollout holding its keys), and one it
-                // put there before it turned unfit goes back to its own defaults.
-                Some(_) if self.unfit(key).is_some() => {
+                // A key whose own defaults name the config (promoted in Git) needs no
+                // override; one the rollout may not take is never put on the candidate
+                // (whatever asked: a step, a promote, a completed rollout holding its keys).
+                // Either way, only this rollout's own annotations are removed.
+                Some(config) if promoted(key, config) || self.unfit(key).is_some() => {
                     if !tagged_by(key, &self.name) {
                         continue;
                     }
