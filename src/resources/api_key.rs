@@ -491,6 +491,9 @@ pub(crate) fn same_instant(a: Option<&str>, b: Option<&str>) -> bool {
 }
 
 impl super::common::Governed for ApiKey {
+    const WHAT: &'static str = "API key";
+    const NAMING: super::common::Naming = super::common::Naming::Adopts;
+    const NAMED_BY: &'static str = "";
     fn management_policy(&self) -> ManagementPolicy {
         self.spec.management_policy
     }

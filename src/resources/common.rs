@@ -59,8 +59,30 @@ pub enum ManagementPolicy {
     Observe,
 }
 
-/// What the reconcile driver needs to know of every namespaced kind, whatever the kind.
+/// What the spec's named remote object ([`Governed::named_remote`]) is to a kind
+/// ([`Governed::NAMING`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// An existing object the resource adopts (`spec.policyId`): read before anything the
+    /// status recorded; gone is an error, since creating another would not be adopting it.
+    Adopts,
+    /// The identity a create sends (a provider's `spec.slug`): read after what the status
+    /// recorded; gone means create it. Found before anything was recorded, it is adopted under
+    /// the adoption grant, unless the create in flight made it
+    /// ([`crate::controller::driver::verbs::Verbs::made_by_create`]). Found, it settles any
+    /// create in flight.
+    CreatesAs,
+}
+
+/// What the reconcile driver needs to know of every namespaced kind, whatever the kind: what
+/// its remote object is called, how the spec names one, and what the spec says of its fate.
 pub trait Governed {
+    /// In messages, the remote object: "rate-limits policy".
+    const WHAT: &'static str;
+    /// What the spec's named remote object is to this kind.
+    const NAMING: Naming;
+    /// The spec field that names it, in messages (`spec.slug`); empty where none does.
+    const NAMED_BY: &'static str;
     /// `spec.managementPolicy`.
     fn management_policy(&self) -> ManagementPolicy;
     /// The id or slug of the remote object the spec names (adoption), if any.
@@ -87,15 +109,24 @@ pub trait Governed {
 }
 
 /// The remote object a status has recorded (created or adopted earlier), if any.
-/// `Governed` for a kind whose spec has `managementPolicy`, a `deletionPolicy` with an `Orphan`
-/// variant, and the adopting field `$named` (e.g. `slug`, `identity.policy_id`).
-/// `in $part` reads those fields from `spec.$part` (a part the spec flattens).
+/// `Governed` for a kind whose remote object is called `$what`, whose spec has
+/// `managementPolicy`, a `deletionPolicy` with an `Orphan` variant, and the field `$named` (e.g.
+/// `slug`, `identity.policy_id`; shown as `$by`, by default `spec.slug`) that names a remote
+/// object it [`Naming::Adopts`] or [`Naming::CreatesAs`] (`$naming`). `in $part` reads those
+/// fields from `spec.$part` (a part the spec flattens).
 macro_rules! governed {
-    ($kind:ty, $orphan:path, $($named:ident).+) => {
-        $crate::resources::common::governed!($kind, $orphan, $($named).+, in spec);
+    ($kind:ty, $what:literal, $orphan:path, $naming:ident $($named:ident).+ $(as $by:literal)?) => {
+        $crate::resources::common::governed!(
+            $kind, $what, $orphan, $naming $($named).+ $(as $by)?, in spec
+        );
     };
-    ($kind:ty, $orphan:path, $($named:ident).+, in $($part:ident).+) => {
+    ($kind:ty, $what:literal, $orphan:path, $naming:ident $($named:ident).+ $(as $by:literal)?,
+     in $($part:ident).+) => {
         impl $crate::resources::common::Governed for $kind {
+            const WHAT: &'static str = $what;
+            const NAMING: $crate::resources::common::Naming =
+                $crate::resources::common::Naming::$naming;
+            const NAMED_BY: &'static str = $crate::resources::common::governed!(@by $($by)?);
             fn management_policy(&self) -> $crate::resources::common::ManagementPolicy {
                 self.$($part).+.management_policy
             }
@@ -112,6 +143,8 @@ macro_rules! governed {
             }
         }
     };
+    (@by $by:literal) => { $by };
+    (@by) => { "spec.slug" };
 }
 pub(crate) use governed;
 

@@ -615,7 +615,7 @@ fn prune_emptied(
 
 use crate::api;
 
-super::common::governed!(Config, DeletionPolicy::Orphan, slug);
+super::common::governed!(Config, "config", DeletionPolicy::Orphan, Adopts slug);
 
 super::common::recorded!(ConfigStatus, slug or id, remote_updated_at);
 

@@ -423,7 +423,7 @@ impl DeploymentSpec {
     }
 }
 
-super::common::governed!(Deployment, ArchivePolicy::Orphan, deployment_id);
+super::common::governed!(Deployment, "deployment", ArchivePolicy::Orphan, Adopts deployment_id as "spec.deploymentId");
 
 super::common::recorded!(DeploymentStatus, id);
 

@@ -777,14 +777,16 @@ impl GuardrailDefinition {
 
 super::common::governed!(
     Guardrail,
+    "guardrail",
     DeletionPolicy::Orphan,
-    slug,
+    Adopts slug,
     in spec.definition
 );
 super::common::governed!(
     ClusterGuardrail,
+    "guardrail",
     DeletionPolicy::Orphan,
-    slug,
+    Adopts slug,
     in spec.definition
 );
 

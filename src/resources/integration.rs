@@ -572,7 +572,7 @@ fn write_only(
     (key, configurations)
 }
 
-super::common::governed!(Integration, DeletionPolicy::Orphan, slug);
+super::common::governed!(Integration, "integration", DeletionPolicy::Orphan, CreatesAs slug);
 
 super::common::recorded!(IntegrationStatus, id or slug);
 

@@ -405,7 +405,7 @@ pub fn capability_updates(
     (toggles, pending)
 }
 
-super::common::governed!(McpIntegration, DeletionPolicy::Orphan, slug);
+super::common::governed!(McpIntegration, "MCP integration", DeletionPolicy::Orphan, CreatesAs slug);
 
 super::common::recorded!(McpIntegrationStatus, id or slug);
 

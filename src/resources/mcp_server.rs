@@ -276,7 +276,7 @@ pub fn user_access_update(
     }
 }
 
-super::common::governed!(McpServer, DeletionPolicy::Orphan, slug);
+super::common::governed!(McpServer, "MCP server", DeletionPolicy::Orphan, CreatesAs slug);
 
 super::common::recorded!(McpServerStatus, id or slug);
 

@@ -135,14 +135,14 @@ pub(crate) fn single(value: &crate::api::OneOrMany, key: &str) -> Result<String,
 
 /// A policy kind's binding to its API: the calls, the diff, and the projection of a remote
 /// policy onto a spec.
-pub trait Policy: Watchable + Resource<Scope = NamespaceResourceScope> + Serialize {
+pub trait Policy:
+    super::common::Governed + Watchable + Resource<Scope = NamespaceResourceScope> + Serialize
+{
     type Spec: Serialize;
     /// The remote policy as a read returns it.
     type Remote: Serialize + Send + Sync;
     /// The create body.
     type Create: Serialize + Send + Sync;
-    /// In messages: "rate-limits policy".
-    const WHAT: &'static str;
     /// The kind's name: "RateLimitsPolicy".
     const RESOURCE: &'static str;
 
@@ -208,14 +208,13 @@ pub trait Policy: Watchable + Resource<Scope = NamespaceResourceScope> + Seriali
 /// client handle `$handle` (`rate_limits`), list query `$query` and projection `$project`.
 macro_rules! bind_policy {
     (
-        $kind:ty, spec $spec:ty, remote $remote:ty, create $create:ty, what $what:expr,
+        $kind:ty, spec $spec:ty, remote $remote:ty, create $create:ty,
         deletion $deletion:path, handle $handle:ident, query $query:ty, project $project:path
     ) => {
         impl $crate::resources::policy::Policy for $kind {
             type Spec = $spec;
             type Remote = $remote;
             type Create = $create;
-            const WHAT: &'static str = $what;
             const RESOURCE: &'static str = stringify!($kind);
 
             fn spec(&self) -> &$spec {

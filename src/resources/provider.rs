@@ -212,7 +212,7 @@ impl ProviderSpec {
     }
 }
 
-super::common::governed!(Provider, DeletionPolicy::Orphan, slug);
+super::common::governed!(Provider, "provider", DeletionPolicy::Orphan, CreatesAs slug);
 
 super::common::recorded!(ProviderStatus, id or slug);
 

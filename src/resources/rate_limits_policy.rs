@@ -232,7 +232,6 @@ bind_policy!(
     spec RateLimitsPolicySpec,
     remote api::RateLimitsPolicy,
     create api::CreateRateLimitsPolicyRequest,
-    what "rate-limits policy",
     deletion DeletionPolicy::Orphan,
     handle rate_limits,
     query api::RateLimitsListQuery,
@@ -315,7 +314,7 @@ impl RateLimitsPolicySpec {
     }
 }
 
-super::common::governed!(RateLimitsPolicy, DeletionPolicy::Orphan, identity.policy_id);
+super::common::governed!(RateLimitsPolicy, "rate-limits policy", DeletionPolicy::Orphan, Adopts identity.policy_id as "spec.policyId");
 
 super::common::recorded!(RateLimitsPolicyStatus, id, remote_updated_at);
 

@@ -262,7 +262,7 @@ impl SecretReferenceSpec {
     }
 }
 
-super::common::governed!(SecretReference, DeletionPolicy::Orphan, slug);
+super::common::governed!(SecretReference, "secret reference", DeletionPolicy::Orphan, CreatesAs slug);
 
 super::common::recorded!(SecretReferenceStatus, id or slug);
 

@@ -176,7 +176,6 @@ bind_policy!(
     spec UsageLimitsPolicySpec,
     remote api::UsageLimitsPolicy,
     create api::CreateUsageLimitsPolicyRequest,
-    what "usage-limits policy",
     deletion ArchivePolicy::Orphan,
     handle usage_limits,
     query api::UsageLimitsListQuery,
@@ -266,7 +265,7 @@ impl UsageLimitsPolicySpec {
     }
 }
 
-super::common::governed!(UsageLimitsPolicy, ArchivePolicy::Orphan, identity.policy_id);
+super::common::governed!(UsageLimitsPolicy, "usage-limits policy", ArchivePolicy::Orphan, Adopts identity.policy_id as "spec.policyId");
 
 super::common::recorded!(UsageLimitsPolicyStatus, id, remote_updated_at);
 

@@ -321,7 +321,7 @@ impl WorkspaceSettings {
     }
 }
 
-super::common::governed!(Workspace, DeletionPolicy::Orphan, slug);
+super::common::governed!(Workspace, "workspace", DeletionPolicy::Orphan, Adopts slug);
 
 super::common::recorded!(WorkspaceStatus, id or slug);
 

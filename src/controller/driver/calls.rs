@@ -20,6 +20,8 @@ use crate::resources::common::CreateAttempt;
 /// How the driver makes a kind's remote calls (through the gate: it hands each the client
 /// [`Cx::api`] gave for its operation).
 pub trait Calls<K: Verbs> {
+    /// The remote object as a read returns it.
+    type Remote: Send + Sync;
     /// A candidate of a create lookup (a list row).
     type Found: Send + Sync;
     /// What a create answers.
@@ -27,11 +29,11 @@ pub trait Calls<K: Verbs> {
     /// What an update answers.
     type Updated: Send + Sync;
     /// The key `remote` is read and written by.
-    fn key(remote: &K::Remote) -> String;
+    fn key(remote: &Self::Remote) -> String;
     /// The key of a lookup's candidate.
     fn found_key(found: &Self::Found) -> String;
     /// The workspace `remote` lives in (an adopted object's must be granted too).
-    fn workspace(remote: &K::Remote) -> Option<&str>;
+    fn workspace(remote: &Self::Remote) -> Option<&str>;
     /// GETs the remote object `key` names. `Ok(None)`: gone, as the kind proves it besides a
     /// 404 (which the driver takes for gone itself).
     fn observe(
@@ -39,7 +41,7 @@ pub trait Calls<K: Verbs> {
         client: &Client,
         key: &str,
         status: &K::Status,
-    ) -> impl Future<Output = Result<Option<K::Remote>, ApiError>> + Send;
+    ) -> impl Future<Output = Result<Option<Self::Remote>, ApiError>> + Send;
     /// What the create of `desired` sends, for the intent (name, workspace, body hash).
     fn sent(kind: &K, cx: &Cx<'_, K>, desired: &K::Desired) -> CreateAttempt;
     /// POSTs `desired`.
@@ -53,7 +55,7 @@ pub trait Calls<K: Verbs> {
         kind: &K,
         client: &Client,
         desired: &K::Desired,
-        remote: &K::Remote,
+        remote: &Self::Remote,
     ) -> impl Future<Output = Result<Self::Updated, ApiError>> + Send;
     /// DELETEs (or archives) the remote object `key` names ("already gone" is done); `cx`
     /// tells what the call needs besides the key (the tenant an organisation's object is of).
@@ -74,6 +76,8 @@ pub trait Calls<K: Verbs> {
     ) -> impl Future<Output = Result<Lookup<Self::Found>, Halt>> + Send;
 }
 
+/// `K`'s remote object as a read returns it ([`Calls::Remote`]).
+pub type Remote<K> = <<K as Verbs>::Calls as Calls<K>>::Remote;
 /// A candidate of `K`'s create lookup ([`Calls::Found`]).
 pub type Found<K> = <<K as Verbs>::Calls as Calls<K>>::Found;
 /// What `K`'s create answers ([`Calls::Posted`]).
@@ -123,13 +127,13 @@ pub trait Handle: 'static {
 
 /// What a kind whose calls are its handle's ([`Through`]) supplies: its request bodies, and
 /// what a delete needs first.
-pub trait Bodies<H: Handle>: Verbs<Remote = H::Remote> {
+pub trait Bodies<H: Handle>: Verbs {
     /// The name a create sends, for its intent.
     fn sent_name(&self) -> String;
     /// The body a create of `desired` sends.
     fn create_request(&self, desired: &Self::Desired) -> H::Create;
     /// The body an update of `remote` to `desired` sends.
-    fn update_request(&self, desired: &Self::Desired, remote: &Self::Remote) -> H::Update;
+    fn update_request(&self, desired: &Self::Desired, remote: &H::Remote) -> H::Update;
     /// Before a delete: what a refusal may echo is concealed (the Secret values this resource
     /// sends, read for that alone, which an operator restarted since its last write does not
     /// remember); the tenant the delete names.
@@ -145,6 +149,7 @@ pub trait Bodies<H: Handle>: Verbs<Remote = H::Remote> {
 pub struct Through<H>(PhantomData<fn() -> H>);
 
 impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
+    type Remote = H::Remote;
     type Found = H::Remote;
     type Posted = H::Posted;
     type Updated = H::Updated;
@@ -162,7 +167,7 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
         client: &Client,
         key: &str,
         _status: &K::Status,
-    ) -> Result<Option<K::Remote>, ApiError> {
+    ) -> Result<Option<H::Remote>, ApiError> {
         H::get(client, key).await.map(Some)
     }
     fn sent(kind: &K, cx: &Cx<'_, K>, desired: &K::Desired) -> CreateAttempt {
@@ -179,7 +184,7 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
         kind: &K,
         client: &Client,
         desired: &K::Desired,
-        remote: &K::Remote,
+        remote: &H::Remote,
     ) -> Result<H::Updated, ApiError> {
         H::update(client, H::id(remote), &kind.update_request(desired, remote)).await
     }
@@ -214,7 +219,7 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
 pub struct Own;
 
 /// What [`OwnCalls::observe`] answers: the remote object, `None` where it is gone.
-pub type Read<K> = Result<Option<<K as Verbs>::Remote>, ApiError>;
+pub type Read<K> = Result<Option<<K as OwnCalls>::Remote>, ApiError>;
 /// What [`OwnCalls::find_created`] answers: what an earlier create made, if anything.
 pub type Recovered<K> = Result<Lookup<<K as OwnCalls>::Found>, Halt>;
 
@@ -224,7 +229,9 @@ pub type Post<K> = Result<<K as OwnCalls>::Posted, ApiError>;
 pub type Put<K> = Result<<K as OwnCalls>::Updated, ApiError>;
 
 /// [`Calls`] written out by the kind, with the same meaning.
-pub trait OwnCalls: Verbs<Remote: RemoteKey> {
+pub trait OwnCalls: Verbs {
+    /// [`Calls::Remote`].
+    type Remote: RemoteKey + Send + Sync;
     /// [`Calls::Found`].
     type Found: RemoteKey + Send + Sync;
     /// [`Calls::Posted`].
@@ -334,6 +341,7 @@ pub struct Deleting<'a, K: Verbs> {
 }
 
 impl<K: OwnCalls> Calls<K> for Own {
+    type Remote = K::Remote;
     type Found = K::Found;
     type Posted = K::Posted;
     type Updated = K::Updated;

@@ -392,8 +392,8 @@ fn one_created_within<T>(
 }
 
 /// The single object of `listing` this resource may take for the one its earlier create made
-/// (the intent in `status`; see [`one_created_within`]): `keys` of a candidate that another resource records or names
-/// rule it out, and a match is not claimed while another resource's create of the same name
+/// (the intent in `status`; see [`one_created_within`]): the [`Claimable::keys`] of a candidate
+/// that another resource records or names rule it out, and a match is not claimed while another resource's create of the same name
 /// (and workspace) is in flight, since it may be that one's whose id is not recorded yet.
 ///
 /// A match is this create's only when a marker the API keeps proves it (`unproven` is `None`
@@ -401,28 +401,21 @@ fn one_created_within<T>(
 /// in the window (another cluster applying the same manifests, a person in the console): it is
 /// taken only under the Connection's adoption grant, and else reported (`AdoptionNotAllowed`,
 /// naming it) and left alone, never written to or deleted.
-#[allow(clippy::too_many_arguments)]
-pub async fn one_of_ours<K: Managed, T>(
+pub async fn one_of_ours<K: Managed, T: Claimable>(
     cx: &Cx<'_, K>,
     status: &K::Status,
     sent: &CreateAttempt,
     mut listing: Listing<T>,
-    keys: impl Fn(&T) -> Vec<&str>,
-    created_at: impl Fn(&T) -> Option<&str>,
     matches: impl Fn(&T) -> bool,
     unproven: impl Fn(&T) -> Option<String>,
 ) -> Result<Lookup<T>, Halt> {
     let claimed_elsewhere = cx.gate.claimed_elsewhere();
     listing
         .items
-        .retain(|item| !keys(item).into_iter().any(&claimed_elsewhere));
+        .retain(|item| !item.keys().into_iter().any(&claimed_elsewhere));
     let complete = listing.complete;
-    let found = match one_created_within(
-        listing,
-        Window::of(status, cx.ctx.call_windows),
-        created_at,
-        matches,
-    ) {
+    let window = Window::of(status, cx.ctx.call_windows);
+    let found = match one_created_within(listing, window, T::created_at, matches) {
         Lookup::Found(_) if cx.gate.attempts_elsewhere(sent) => {
             return Ok(Lookup::Unknown(
                 "another resource's create with the same name is in flight, so the match may be its"
@@ -462,6 +455,43 @@ pub struct Row<'a> {
     pub name: &'a str,
     pub created_at: Option<&'a str>,
 }
+
+/// A row of a listing [`one_of_ours`] searches: the keys another resource may record or name
+/// it by, and when it was made.
+pub trait Claimable {
+    fn keys(&self) -> Vec<&str>;
+    fn created_at(&self) -> Option<&str>;
+}
+
+/// Rows of lists keyed by UUID and slug.
+impl<T: Candidate> Claimable for T {
+    fn keys(&self) -> Vec<&str> {
+        vec![self.row().id, self.row().slug]
+    }
+    fn created_at(&self) -> Option<&str> {
+        self.row().created_at
+    }
+}
+
+/// [`Claimable`] of API objects keyed by their `id` alone, with their `created_at`.
+macro_rules! claimable_by_id {
+    ($($remote:ty),+) => {$(
+        impl Claimable for $remote {
+            fn keys(&self) -> Vec<&str> {
+                vec![&self.id]
+            }
+            fn created_at(&self) -> Option<&str> {
+                self.created_at.as_deref()
+            }
+        }
+    )+};
+}
+
+claimable_by_id!(
+    crate::api::ApiKey,
+    crate::api::RateLimitsPolicy,
+    crate::api::UsageLimitsPolicy
+);
 
 /// A candidate of a create lookup: its row of a list keyed by UUID and slug, with the name a
 /// create sends.
@@ -590,17 +620,8 @@ pub async fn one_named<K: Managed, T: Candidate>(
     also: impl Fn(&T) -> bool,
     unproven: impl Fn(&T) -> Option<String>,
 ) -> Result<Lookup<T>, Halt> {
-    one_of_ours(
-        cx,
-        status,
-        sent,
-        listing,
-        |item| vec![item.row().id, item.row().slug],
-        |item| item.row().created_at,
-        |item| sent.name.as_deref() == Some(item.row().name) && also(item),
-        unproven,
-    )
-    .await
+    let named = |item: &T| sent.name.as_deref() == Some(item.row().name) && also(item);
+    one_of_ours(cx, status, sent, listing, named, unproven).await
 }
 
 /// True for the refusal [`one_of_ours`] gives a namesake it cannot prove this create's: a

@@ -7,14 +7,15 @@
 //! finds is taken as recorded, adopted or made by the create in flight ([`taking`]). The
 //! decisions are pure functions, proven by the table tests below.
 
-use super::calls::{Calls, Found, Posted};
+use super::calls::{Calls, Found, Posted, Remote};
 use super::create::{Created, clear_intent, create_once, made_by_unfinished_create};
-use super::verbs::{Comparison, Naming, Verbs};
+use super::verbs::{Comparison, Verbs};
 use super::{Change, Cx, object_key, observed, orphaned, removed};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::{CommonStatus, IntentStatus};
 use crate::controller::error::{Error, Halt};
 use crate::controller::{now_rfc3339, spec_already_applied};
+use crate::resources::common::Naming;
 
 /// What the driver does with an observed remote object.
 #[derive(Debug, Clone, PartialEq)]
@@ -179,7 +180,7 @@ pub(super) async fn found<K: Verbs>(
     object: &K,
     cx: &Cx<'_, K>,
     status: &mut K::Status,
-) -> Result<(K::Desired, Option<K::Remote>, Option<Comparison>, Step), Halt> {
+) -> Result<(K::Desired, Option<Remote<K>>, Option<Comparison>, Step), Halt> {
     let desired = object.resolve(cx, status).await?;
     let remote = observe(object, cx, status, &desired).await?;
     if remote.is_some() {
@@ -198,7 +199,7 @@ pub(super) async fn found<K: Verbs>(
 }
 
 /// Why the remote object cannot be brought in line: `fields` no update can change.
-pub(super) fn refusal<K: Verbs>(remote: &K::Remote, fields: &[&str]) -> Error {
+pub(super) fn refusal<K: Verbs>(remote: &Remote<K>, fields: &[&str]) -> Error {
     Error::InvalidSpec(format!(
         "remote {} {} has a different {} and the API cannot change it; create a new {} instead",
         K::WHAT,
@@ -278,7 +279,7 @@ pub(super) async fn observe<K: Verbs>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     desired: &K::Desired,
-) -> Result<Option<K::Remote>, Halt> {
+) -> Result<Option<Remote<K>>, Halt> {
     let named = object.named_remote();
     let recorded = K::recorded(status);
     let (Some(key), must_exist) = reading(K::NAMING, named, recorded.clone()) else {
@@ -286,7 +287,7 @@ pub(super) async fn observe<K: Verbs>(
     };
     let client = cx.api(Op::Read).await?;
     let what = format!("{} {key}", K::WHAT);
-    let adopted_by = must_exist.then_some(K::ADOPTED_BY);
+    let adopted_by = must_exist.then_some(K::NAMED_BY);
     let found = match (
         K::Calls::observe(object, client, &key, status).await,
         adopted_by,
@@ -327,7 +328,7 @@ async fn take<K: Verbs>(
     cx: &Cx<'_, K>,
     status: &K::Status,
     desired: &K::Desired,
-    remote: &K::Remote,
+    remote: &Remote<K>,
     key: &str,
     recorded: bool,
 ) -> Result<(), Error> {
@@ -342,15 +343,15 @@ async fn take<K: Verbs>(
         Taking::AdoptedUnderGrant => true,
     };
     if adoption {
-        cx.gate.adopting(K::ADOPTED_BY, key).await?;
+        cx.gate.adopting(K::NAMED_BY, key).await?;
     }
     if let Some(why) = object.not_adoptable(desired, remote) {
         return Err(Error::InvalidSpec(format!(
             "{} {key} names an existing {} with {why}; it is not adopted: create the {} with another {}",
-            K::ADOPTED_BY,
+            K::NAMED_BY,
             K::WHAT,
             K::KIND,
-            K::ADOPTED_BY.trim_start_matches("spec."),
+            K::NAMED_BY.trim_start_matches("spec."),
         )));
     }
     // Adopting reaches an object made outside aigw: what it reaches must be granted too.
@@ -416,7 +417,7 @@ pub(super) async fn update<K: Verbs>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     desired: &K::Desired,
-    remote: &K::Remote,
+    remote: &Remote<K>,
     comparison: &Comparison,
     drift: bool,
 ) -> Result<Change, Halt> {

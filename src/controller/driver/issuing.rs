@@ -54,14 +54,14 @@ pub trait Issues: Verbs + Rotates {
     /// What becomes of `found`, the object an earlier create made whose answer was lost;
     /// `held`: the Secret names it (its values got there before a status write was lost).
     fn recovery(&self, found: &Found<Self>, held: bool) -> Recovery;
-    /// Checks that the Secret holds the values of the remote object `key` (they cannot be read
-    /// back), recording `CredentialsAvailable`.
-    fn check_delivered(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut Self::Status,
-        key: &str,
-    ) -> impl Future<Output = Result<(), Error>> + Send;
+    /// The key of the Secret that holds the issued value [`check_delivered`] looks for.
+    const HELD: &'static str;
+    /// Why the Secret `secret` may rightly lack the values of the remote object `key`: they
+    /// were issued before aigw managed it (an adopted deployment). `None` (the default): a
+    /// Secret without them lost them.
+    fn never_issued(&self, _status: &Self::Status, _key: &str, _secret: &str) -> Option<String> {
+        None
+    }
     /// The remote object a replacement replaces, deleted once the Secret holds the new one's
     /// values ([`Rotates::give_up_lost`] records it).
     fn replaced_remote(_status: &Self::Status) -> Option<String> {
@@ -223,6 +223,33 @@ async fn remove<K: Issues>(
     Ok(removed(reason, verb, what, result)?)
 }
 
+/// Checks that the Secret holds the values of the remote object `key` (they cannot be read
+/// back), recording `CredentialsAvailable`: missing, they are lost (an error that only a
+/// rotation the user asks for mends), unless they were never issued to aigw
+/// ([`Issues::never_issued`]).
+async fn check_delivered<K: Issues>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+    key: &str,
+) -> Result<(), Error> {
+    let secret = object.secret_name();
+    if secret_delivery::secret_holds(cx, secret, K::HELD).await? {
+        rotation::set_credentials_condition(object, status, true, "Stored", K::STORED);
+        return Ok(());
+    }
+    if let Some(message) = object.never_issued(status, key, secret) {
+        rotation::set_credentials_condition(object, status, false, "NotIssued", &message);
+        return Ok(());
+    }
+    let message = format!(
+        "the Secret {secret} that held {} is missing, and one-time values cannot be read back; change spec.rotation.trigger to issue new ones",
+        K::what(key)
+    );
+    rotation::set_credentials_condition(object, status, false, "SecretMissing", &message);
+    Err(Error::MissingState(message))
+}
+
 /// The rotation step for the remote object `key`, or the check that the Secret holds its
 /// values; a new object when the rotation gave this one up.
 async fn keep_issued<K: Issues>(
@@ -235,7 +262,7 @@ async fn keep_issued<K: Issues>(
     let mut changes = Vec::new();
     match rotation::rotate_if_due(object, cx, status, key).await? {
         Some(rotated) => changes.push(rotated),
-        None => object.check_delivered(cx, status, key).await?,
+        None => check_delivered(object, cx, status, key).await?,
     }
     if K::recorded(status).is_none() {
         // Given up (its rotated value was lost): a new object replaces it.

@@ -11,7 +11,7 @@ use std::future::Future;
 
 use futures::future::Either;
 
-use super::calls::{Calls, Found, Posted, Updated};
+use super::calls::{Calls, Found, Posted, Remote, Updated};
 use super::create::Created;
 use super::{Change, Cx, Managed};
 use crate::api::ApiError;
@@ -46,20 +46,6 @@ impl Comparison {
     }
 }
 
-/// What the spec's named remote object ([`crate::resources::common::Governed::named_remote`])
-/// is to a kind ([`Verbs::NAMING`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Naming {
-    /// An existing object the resource adopts (`spec.policyId`): read before anything the
-    /// status recorded; gone is an error, since creating another would not be adopting it.
-    Adopts,
-    /// The identity a create sends (a provider's `spec.slug`): read after what the status
-    /// recorded; gone means create it. Found before anything was recorded, it is adopted under
-    /// the adoption grant, unless the create in flight made it ([`Verbs::made_by_create`]).
-    /// Found, it settles any create in flight.
-    CreatesAs,
-}
-
 /// What [`Verbs::resolve`] and [`Verbs::observed_inputs`] answer: the desired state.
 pub type Inputs<K> = Result<<K as Verbs>::Desired, Halt>;
 /// What [`Verbs::sync_sub_resources`] and [`Verbs::follow_up`] answer: the changes they made.
@@ -77,19 +63,11 @@ pub trait Verbs: Managed {
     /// The desired state, as [`Verbs::resolve`] gathers it besides the spec: Secret values,
     /// referenced objects.
     type Desired: Send + Sync;
-    /// The remote object as a read returns it.
-    type Remote: Send + Sync;
     /// How the remote calls are made (through the API client's handle, or written out), and
     /// what a create lookup finds and a create and an update answer.
     type Calls: Calls<Self>;
-    /// In messages: "rate-limits policy".
-    const WHAT: &'static str;
-    /// The spec field that names an adopted remote object: by default `spec.slug`.
-    const ADOPTED_BY: &'static str = "spec.slug";
     /// The event reason and verb of the remote removal: ("Deleted", "delete").
     const REMOVAL: (&'static str, &'static str) = ("Deleted", "delete");
-    /// What the spec's named remote object is to this kind.
-    const NAMING: Naming = Naming::Adopts;
     /// True for a kind whose status keeps `lastDriftCorrection` ([`Verbs::replaced`],
     /// [`Verbs::record_drift`]). False (the default): a drift correction is reported by the
     /// fields it restored, and those two are never called.
@@ -126,7 +104,7 @@ pub trait Verbs: Managed {
     fn compare(
         &self,
         desired: &Self::Desired,
-        remote: &Self::Remote,
+        remote: &Remote<Self>,
         status: &Self::Status,
     ) -> Comparison;
     /// The key of the remote object this resource recorded in `status` (id or slug): what its
@@ -146,26 +124,26 @@ pub trait Verbs: Managed {
         &self,
         cx: &Cx<'_, Self>,
         what: &str,
-        remote: &Self::Remote,
+        remote: &Remote<Self>,
     ) -> impl Future<Output = Result<(), Error>> + Send {
         let reach = format!("the workspace of {what}");
         async move { cx.gate.reach(&reach, Self::Calls::workspace(remote)).await }
     }
     /// Why `remote` can never be this resource's (another kind's object), before anything is
     /// recorded or written.
-    fn refuses(_remote: &Self::Remote) -> Option<String> {
+    fn refuses(_remote: &Remote<Self>) -> Option<String> {
         None
     }
     /// Why `remote`, found where the spec names it and never recorded, is not adopted although
     /// the grants allow adoption (it binds another integration than `desired`).
-    fn not_adoptable(&self, _desired: &Self::Desired, _remote: &Self::Remote) -> Option<String> {
+    fn not_adoptable(&self, _desired: &Self::Desired, _remote: &Remote<Self>) -> Option<String> {
         None
     }
-    /// With [`Naming::CreatesAs`]: whether `remote`, found by the named identity while a create
+    /// With [`Naming::CreatesAs`](crate::resources::common::Naming::CreatesAs): whether `remote`, found by the named identity while a create
     /// is in flight, is proven what that create made (it carries this resource's mark, where the
     /// API keeps one) rather than another party's object, taken only under the adoption grant.
     /// A slug or a name proves nothing: whoever creates chooses them.
-    fn made_by_create(&self, _status: &Self::Status, _remote: &Self::Remote) -> bool {
+    fn made_by_create(&self, _status: &Self::Status, _remote: &Remote<Self>) -> bool {
         false
     }
     /// What must hold before a new create is sent (not when one in flight is resumed): the
@@ -212,7 +190,7 @@ pub trait Verbs: Managed {
     }
 
     /// Records in `status` what a read reported (`None`: the remote object is gone).
-    fn record(status: &mut Self::Status, remote: Option<&Self::Remote>);
+    fn record(status: &mut Self::Status, remote: Option<&Remote<Self>>);
     /// Records in `status` what the remote object found was compared with (the integration a
     /// provider binds), before the driver decides what to do with it; and what a create made
     /// it with, before [`Verbs::record_created`].
@@ -230,7 +208,7 @@ pub trait Verbs: Managed {
         &self,
         _status: &mut Self::Status,
         _desired: &Self::Desired,
-        _remote: &Self::Remote,
+        _remote: &Remote<Self>,
         _updated: Updated<Self>,
     ) {
     }
@@ -239,7 +217,7 @@ pub trait Verbs: Managed {
     fn replaced(
         &self,
         _desired: &Self::Desired,
-        _remote: &Self::Remote,
+        _remote: &Remote<Self>,
         _comparison: &Comparison,
         at: String,
     ) -> DriftCorrection {

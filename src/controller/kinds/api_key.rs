@@ -43,7 +43,6 @@ use crate::resources::common::CreateAttempt;
 use crate::controller::driver::secret_delivery;
 
 mod rotation_calls;
-use rotation_calls::check_secret;
 
 /// Annotation on the key's Secret: the remote key its value belongs to.
 pub const API_KEY_ID_ANNOTATION: &str = "aigw.io/api-key-id";
@@ -114,11 +113,7 @@ impl Managed for ApiKey {
 impl Verbs for ApiKey {
     /// The config `defaults` names (its remote slug or id).
     type Desired = Option<String>;
-    type Remote = api::ApiKey;
     type Calls = Own;
-    const WHAT: &'static str = "API key";
-    /// An API key is never adopted ([`crate::resources::common::Governed::named_remote`]).
-    const ADOPTED_BY: &'static str = "";
     /// The PUT moves `last_updated_at`: the next list shows it, and the read after it records
     /// the new stamp.
     const READ_AFTER_UPDATE: bool = true;
@@ -169,6 +164,7 @@ impl Verbs for ApiKey {
 }
 
 impl OwnCalls for ApiKey {
+    type Remote = api::ApiKey;
     type Found = api::ApiKey;
     type Posted = api::ApiKeyCreated;
     type Updated = ();
@@ -236,30 +232,17 @@ impl OwnCalls for ApiKey {
                     .await
             })
             .await?;
-        one_of_ours(
-            cx,
-            status,
-            &sent,
-            listing,
-            |k| vec![k.id.as_str()],
-            |k| k.created_at.as_deref(),
-            // The key a replacement replaces has the same name and body, and is no answer to it.
-            |k| {
-                k.name == sent.name
-                    && status.replaced_key.as_deref() != Some(k.id.as_str())
-                    && self.spec.immutable_conflicts(k).is_empty()
-            },
-            |k| {
-                (!ours(self, k)).then(|| {
-                    format!(
-                        "API key {} ({})",
-                        k.name.as_deref().unwrap_or_default(),
-                        k.id
-                    )
-                })
-            },
-        )
-        .await
+        // The key a replacement replaces has the same name and body, and is no answer to it.
+        let sent_this = |k: &api::ApiKey| {
+            k.name == sent.name
+                && status.replaced_key.as_deref() != Some(k.id.as_str())
+                && self.spec.immutable_conflicts(k).is_empty()
+        };
+        let unproven = |k: &api::ApiKey| {
+            let name = k.name.as_deref().unwrap_or_default();
+            (!ours(self, k)).then(|| format!("API key {name} ({})", k.id))
+        };
+        one_of_ours(cx, status, &sent, listing, sent_this, unproven).await
     }
 }
 
@@ -268,6 +251,7 @@ impl Issues for ApiKey {
     /// A key whose value no Secret holds is deleted: nobody could ever use it.
     const DISCARDS_UNDELIVERED: bool = true;
     const AFTER_CREATE: Option<&'static str> = Some(failpoints::AFTER_API_KEY_CREATE);
+    const HELD: &'static str = SECRET_KEY;
 
     /// The API's own `rotation_policy` is refused: a server-side rotation would issue a value
     /// that never reaches the Secret.
@@ -297,14 +281,6 @@ impl Issues for ApiKey {
             (false, false) => Recovery::Adopt,
             (false, true) => Recovery::Replace,
         }
-    }
-    async fn check_delivered(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut ApiKeyStatus,
-        id: &str,
-    ) -> Result<(), Error> {
-        check_secret(self, cx, status, id).await
     }
     fn replaced_remote(status: &ApiKeyStatus) -> Option<String> {
         status.replaced_key.clone()

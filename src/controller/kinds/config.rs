@@ -119,9 +119,7 @@ impl Resolved {
 
 impl Verbs for Config {
     type Desired = Resolved;
-    type Remote = ConfigDetail;
     type Calls = Own;
-    const WHAT: &'static str = "config";
     const RECORDS_DRIFT: bool = true;
 
     /// The resources the document names, by their slugs, then (from the resolved document)
@@ -257,6 +255,7 @@ impl Verbs for Config {
 }
 
 impl OwnCalls for Config {
+    type Remote = ConfigDetail;
     type Found = ConfigSummary;
     type Posted = (ConfigCreated, Option<ConfigDetail>);
     type Updated = ConfigUpdated;

@@ -14,7 +14,6 @@ use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::issuing::Issues;
-use crate::controller::driver::secret_delivery;
 use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Inputs, Made, Verbs};
 use crate::controller::driver::{Cx, Managed};
@@ -26,7 +25,7 @@ use crate::resources::deployment::{
 };
 
 pub use crate::controller::driver::rotation::CREDENTIALS_AVAILABLE;
-use crate::controller::driver::rotation::{Issued, Rotates, set_credentials_condition};
+use crate::controller::driver::rotation::{Issued, Rotates};
 pub use crate::controller::driver::secret_delivery::{
     MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_ANNOTATION, ROTATED_AT_ANNOTATION,
     ROTATION_ID_ANNOTATION,
@@ -57,10 +56,7 @@ impl Managed for Deployment {
 
 impl Verbs for Deployment {
     type Desired = ();
-    type Remote = api::Deployment;
     type Calls = Own;
-    const WHAT: &'static str = "deployment";
-    const ADOPTED_BY: &'static str = "spec.deploymentId";
     const RECORDS_DRIFT: bool = true;
     /// The API's DELETE archives a deployment; it never hard-deletes one.
     const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
@@ -155,6 +151,7 @@ impl Verbs for Deployment {
 }
 
 impl OwnCalls for Deployment {
+    type Remote = api::Deployment;
     type Found = api::DeploymentSummary;
     type Posted = DeploymentCreated;
     type Updated = api::DeploymentUpdated;
@@ -215,6 +212,7 @@ impl OwnCalls for Deployment {
 impl Issues for Deployment {
     const ID_ANNOTATION: &'static str = DEPLOYMENT_ID_ANNOTATION;
     const AFTER_CREATE: Option<&'static str> = Some(AFTER_CREATE_POST);
+    const HELD: &'static str = "client_auth";
 
     fn timing(&self) -> Result<(Option<Duration>, Option<Duration>), Error> {
         let interval = self.spec.rotation_interval().map_err(Error::InvalidSpec)?;
@@ -245,29 +243,12 @@ impl Issues for Deployment {
     /// For a deployment aigw created, a missing Secret is an error (the values cannot be read
     /// back). For an adopted one whose credentials were issued before aigw knew it, it is the
     /// normal state: reported in `CredentialsAvailable`, with the object Ready.
-    async fn check_delivered(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut DeploymentStatus,
-        id: &str,
-    ) -> Result<(), Error> {
-        let name = &self.spec.credentials_secret_ref.name;
-        if secret_delivery::secret_holds(cx, name, "client_auth").await? {
-            set_credentials_condition(self, status, true, "Stored", Deployment::STORED);
-            return Ok(());
-        }
-        if self.spec.deployment_id.is_some() && status.rotation.last_rotated_at.is_none() {
-            let message = format!(
-                "deployment {id} was adopted: its credentials were issued before aigw managed it; change spec.rotation.trigger to issue new ones into Secret {name}"
-            );
-            set_credentials_condition(self, status, false, "NotIssued", &message);
-            return Ok(());
-        }
-        let message = format!(
-            "the credentials Secret {name} is missing and the one-time credentials of deployment {id} cannot be read back; change spec.rotation.trigger to issue new ones"
-        );
-        set_credentials_condition(self, status, false, "SecretMissing", &message);
-        Err(Error::MissingState(message))
+    fn never_issued(&self, status: &DeploymentStatus, id: &str, secret: &str) -> Option<String> {
+        (self.spec.deployment_id.is_some() && status.rotation.last_rotated_at.is_none()).then(|| {
+            format!(
+                "deployment {id} was adopted: its credentials were issued before aigw managed it; change spec.rotation.trigger to issue new ones into Secret {secret}"
+            )
+        })
     }
 }
 

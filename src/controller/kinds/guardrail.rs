@@ -77,9 +77,7 @@ macro_rules! guardrail_kind {
 
         impl Verbs for $kind {
             type Desired = Option<Desired>;
-            type Remote = GuardrailDetails;
             type Calls = Own;
-            const WHAT: &'static str = "guardrail";
             const RECORDS_DRIFT: bool = true;
             /// Observe reads no Secret.
             const UNREAD_INPUTS: Option<Option<Desired>> = Some(None);
@@ -159,6 +157,7 @@ macro_rules! guardrail_kind {
         }
 
         impl OwnCalls for $kind {
+            type Remote = GuardrailDetails;
             type Found = GuardrailSummary;
             type Posted = GuardrailWritten;
             type Updated = GuardrailWritten;

@@ -22,7 +22,7 @@ use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::gate::tenant_id;
 use crate::controller::driver::referenced::{Ref, ready_named, users};
 use crate::controller::driver::verbs::{
-    Changes, Comparison, Differing, Inputs, Naming, Verbs, still_referenced,
+    Changes, Comparison, Differing, Inputs, Verbs, still_referenced,
 };
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -75,19 +75,13 @@ pub struct Sent {
 
 type Written = secret_inputs::Written<Sent>;
 
-/// The field a change of the write-only values reports: an input, never an outside edit.
-const WRITE_ONLY: &str = "write-only values (key, configurations)";
-
-/// The driver observes by id (or slug: [`Naming::CreatesAs`]) and PUTs only when the name,
+/// The driver observes by id (or slug: [`Naming::CreatesAs`](crate::resources::common::Naming::CreatesAs)) and PUTs only when the name,
 /// description or a readable configuration field differs or the write-only values changed;
 /// the workspace access rows and the model access follow ([`Verbs::sync_sub_resources`]).
 impl Verbs for Integration {
     /// `None` in Observe, which reads no Secret ([`Verbs::UNREAD_INPUTS`]).
     type Desired = Option<Written>;
-    type Remote = RemoteIntegration;
     type Calls = Through<api::Integrations<'static>>;
-    const WHAT: &'static str = "integration";
-    const NAMING: Naming = Naming::CreatesAs;
     const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
     async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut IntegrationStatus) -> Inputs<Self> {
@@ -117,6 +111,8 @@ impl Verbs for Integration {
             differs.push("secretMappings");
         }
         let readable = (self.spec.immutable_conflicts(remote), differs);
+        // The field a change of the write-only values reports: an input, never an outside edit.
+        const WRITE_ONLY: &str = "write-only values (key, configurations)";
         secret_inputs::compare(desired, &status.secret_hash, WRITE_ONLY, readable)
     }
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {

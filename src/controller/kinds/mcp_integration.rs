@@ -23,7 +23,7 @@ use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{Ref, ready_named};
 use crate::controller::driver::verbs::{
-    Changes, Comparison, Differing, Inputs, Made, Naming, STILL_REFERENCED, Verbs, refused_in_use,
+    Changes, Comparison, Differing, Inputs, Made, STILL_REFERENCED, Verbs, refused_in_use,
     removed_once, still_referenced,
 };
 use crate::controller::driver::{Change, Cx, Managed};
@@ -94,16 +94,10 @@ impl Managed for McpIntegration {
 /// spec names no Secret, and nothing is hashed).
 type Written = secret_inputs::Written<Option<Map<String, Value>>>;
 
-/// The field a change of the Secret reports: an input, never an outside edit.
-const CONFIGURATIONS: &str = "configurations (from spec.configurationsSecretRef)";
-
 impl Verbs for McpIntegration {
     /// `None` in Observe, which reads no Secret ([`Verbs::UNREAD_INPUTS`]).
     type Desired = Option<Written>;
-    type Remote = RemoteIntegration;
     type Calls = Through<api::McpIntegrations<'static>>;
-    const WHAT: &'static str = "MCP integration";
-    const NAMING: Naming = Naming::CreatesAs;
     const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
     async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut McpIntegrationStatus) -> Inputs<Self> {
@@ -126,6 +120,8 @@ impl Verbs for McpIntegration {
             self.spec.immutable_conflicts(remote),
             self.spec.diff(remote),
         );
+        // The field a change of the Secret reports: an input, never an outside edit.
+        const CONFIGURATIONS: &str = "configurations (from spec.configurationsSecretRef)";
         secret_inputs::compare(desired, &status.secret_hash, CONFIGURATIONS, readable)
     }
     /// A workspace's own MCP integration (`workspace_id` set) is not the organisation's.

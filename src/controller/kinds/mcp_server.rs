@@ -26,7 +26,7 @@ use crate::controller::driver::create::in_workspace;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{Ref, ready_named, recorded_keys};
 use crate::controller::driver::verbs::{
-    Changes, Comparison, Differing, Inputs, Made, Naming, Release, Verbs,
+    Changes, Comparison, Differing, Inputs, Made, Release, Verbs,
 };
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -56,10 +56,7 @@ type Instantiates = Bound;
 
 impl Verbs for McpServer {
     type Desired = Instantiates;
-    type Remote = RemoteServer;
     type Calls = Own;
-    const WHAT: &'static str = "MCP server";
-    const NAMING: Naming = Naming::CreatesAs;
 
     async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut McpServerStatus) -> Inputs<Self> {
         let instantiates = match (&self.spec.integration_ref, &self.spec.integration_id) {
@@ -165,6 +162,7 @@ impl Verbs for McpServer {
 }
 
 impl OwnCalls for McpServer {
+    type Remote = RemoteServer;
     type Found = RemoteServer;
     type Posted = api::Created;
     type Updated = api::Created;

@@ -7,7 +7,7 @@
 use crate::api::{ApiError, Client, Listing, Reading};
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Put, Read, Recovered, RemoteKey};
 use crate::controller::driver::create::{
-    Created, body_hash, body_hash_matches, one_of_ours, sent_or,
+    Claimable, Created, body_hash, body_hash_matches, one_of_ours, sent_or,
 };
 use crate::controller::driver::drift::Row;
 use crate::controller::driver::verbs::{Changes, Comparison, Verbs};
@@ -52,7 +52,7 @@ records_policy!(RateLimitsPolicyStatus, UsageLimitsPolicyStatus);
 
 /// A policy kind in the driver: its [`Policy`] binding, and what its status records.
 pub trait PolicyKind:
-    Managed + HasStatus<Status: RecordsPolicy> + Policy<Remote: RemoteKey>
+    Managed + HasStatus<Status: RecordsPolicy> + Policy<Remote: RemoteKey + Claimable>
 {
     /// The event reason and verb of the remote removal: ("Deleted", "delete"), ("Archived",
     /// "archive").
@@ -75,10 +75,7 @@ pub trait PolicyKind:
 /// references nothing to resolve), compared by the kind's diff.
 impl<P: PolicyKind> Verbs for P {
     type Desired = P;
-    type Remote = P::Remote;
     type Calls = Own;
-    const WHAT: &'static str = <P as Policy>::WHAT;
-    const ADOPTED_BY: &'static str = "spec.policyId";
     const RECORDS_DRIFT: bool = true;
     const REMOVAL: (&'static str, &'static str) = <P as PolicyKind>::REMOVAL;
 
@@ -139,6 +136,7 @@ impl<P: PolicyKind> Verbs for P {
 }
 
 impl<P: PolicyKind> OwnCalls for P {
+    type Remote = <P as Policy>::Remote;
     type Found = P::Remote;
     type Posted = String;
     type Updated = ();
@@ -175,34 +173,26 @@ impl<P: PolicyKind> OwnCalls for P {
                 P::list(client, sent.workspace_id.clone(), Reading::Proof)
             })
             .await?;
-        one_of_ours(
-            cx,
-            status,
-            &sent,
-            listing,
-            |p| vec![P::facts(p).id],
-            |p| P::facts(p).created_at,
-            |p| match (sent.name.as_deref(), sent.body_hash.as_deref()) {
-                (Some(name), _) => {
-                    P::facts(p).name == Some(name) && self.immutable_conflicts(p).is_empty()
-                }
-                (None, Some(hash)) => {
-                    let read_back = P::projected(p)
-                        .map(|spec| P::with_spec(Default::default(), spec).create_request());
-                    let uid = self.meta().uid.as_deref();
-                    read_back.is_ok_and(|body| {
-                        sent_fields(&body).is_some_and(|fields| {
-                            body_hash_matches(&cx.ctx.hash_key, uid, &fields, hash)
-                        })
+        let sent_this = |p: &P::Remote| match (sent.name.as_deref(), sent.body_hash.as_deref()) {
+            (Some(name), _) => {
+                P::facts(p).name == Some(name) && self.immutable_conflicts(p).is_empty()
+            }
+            (None, Some(hash)) => {
+                let read_back = P::projected(p)
+                    .map(|spec| P::with_spec(Default::default(), spec).create_request());
+                let uid = self.meta().uid.as_deref();
+                read_back.is_ok_and(|body| {
+                    sent_fields(&body).is_some_and(|fields| {
+                        body_hash_matches(&cx.ctx.hash_key, uid, &fields, hash)
                     })
-                }
-                // An intent recorded without what it sent: the current spec is all there is.
-                (None, None) => self.diff(p).is_empty() && self.immutable_conflicts(p).is_empty(),
-            },
-            // The API keeps no marker of the create on a policy: a match is never proven.
-            |p| Some(format!("{} {}", P::WHAT, P::facts(p).id)),
-        )
-        .await
+                })
+            }
+            // An intent recorded without what it sent: the current spec is all there is.
+            (None, None) => self.diff(p).is_empty() && self.immutable_conflicts(p).is_empty(),
+        };
+        // The API keeps no marker of the create on a policy: a match is never proven.
+        let unproven = |p: &P::Remote| Some(format!("{} {}", P::WHAT, P::facts(p).id));
+        one_of_ours(cx, status, &sent, listing, sent_this, unproven).await
     }
 }
 

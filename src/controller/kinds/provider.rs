@@ -14,7 +14,9 @@ use serde_json::Value;
 
 mod binding;
 mod watches;
-use binding::{bound_integration, check_remote_integration, integration_granted, integration_keys};
+use binding::{
+    Binding, bound_integration, check_remote_integration, integration_granted, integration_keys,
+};
 pub use watches::{watch_binders, watch_inputs};
 
 use crate::api::{
@@ -29,7 +31,7 @@ use crate::controller::driver::create::in_workspace;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{names, qualified, users};
 use crate::controller::driver::verbs::{
-    Changes, Comparison, Inputs, Made, Naming, Release, Verbs, still_referenced,
+    Changes, Comparison, Inputs, Made, Release, Verbs, still_referenced,
 };
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -52,25 +54,14 @@ impl Managed for Provider {
     crate::controller::driver::flow::driven!();
 }
 
-/// What a provider is written and compared with: the integration it binds (sent as
-/// `integration_id`), and whether its usage is to be reset.
-pub struct Binding {
-    integration: Bound,
-    /// `spec.resetUsage` holds a value not acted upon yet.
-    reset: bool,
-}
-
-/// The driver observes by id (or slug: [`Naming::CreatesAs`]), adopts a provider of the slug
+/// The driver observes by id (or slug: [`Naming::CreatesAs`](crate::resources::common::Naming::CreatesAs)), adopts a provider of the slug
 /// only under the grant and only when it binds this Provider's integration, PUTs only the
 /// fields that differ (a usage reset is an input, no drift), and deletes once no Config names
 /// it; a provider of another integration, or one the grants no longer let this namespace
 /// bind, is released.
 impl Verbs for Provider {
     type Desired = Binding;
-    type Remote = RemoteProvider;
     type Calls = Own;
-    const WHAT: &'static str = "provider";
-    const NAMING: Naming = Naming::CreatesAs;
 
     async fn resolve(&self, cx: &Cx<'_, Self>, status: &mut ProviderStatus) -> Inputs<Self> {
         let bound = bound_integration(self, cx).await?;
@@ -190,6 +181,7 @@ impl Verbs for Provider {
 }
 
 impl OwnCalls for Provider {
+    type Remote = RemoteProvider;
     type Found = RemoteProvider;
     type Posted = ProviderWritten;
     type Updated = ProviderWritten;

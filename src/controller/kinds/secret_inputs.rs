@@ -51,7 +51,10 @@ pub fn sent_hash<T>(desired: &Option<Written<T>>) -> Option<String> {
 /// object gone takes the hash with it.
 macro_rules! records_sent {
     () => {
-        fn record(status: &mut Self::Status, remote: Option<&Self::Remote>) {
+        fn record(
+            status: &mut Self::Status,
+            remote: Option<&$crate::controller::driver::calls::Remote<Self>>,
+        ) {
             $crate::controller::kinds::keyed::record(status, remote);
         }
         fn record_created(
@@ -67,7 +70,7 @@ macro_rules! records_sent {
             &self,
             status: &mut Self::Status,
             desired: &Self::Desired,
-            _: &Self::Remote,
+            _: &$crate::controller::driver::calls::Remote<Self>,
             _: $crate::controller::driver::calls::Updated<Self>,
         ) {
             let hash = $crate::controller::kinds::secret_inputs::sent_hash(desired);

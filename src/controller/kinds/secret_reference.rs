@@ -17,7 +17,7 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::referenced::names;
 use crate::controller::driver::verbs::{
-    Comparison, Inputs, Naming, Verbs, refused_in_use, still_referenced,
+    Comparison, Inputs, Verbs, refused_in_use, still_referenced,
 };
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -59,16 +59,10 @@ impl Managed for SecretReference {
 /// covers the allowed workspaces ([`unreadable`]).
 type Written = secret_inputs::Written<Map<String, Value>>;
 
-/// The field a change of the unreadable inputs reports: an input, never an outside edit.
-const UNREADABLE: &str = "authConfig (from spec.authConfigSecretRef) or allowedWorkspaces";
-
 impl Verbs for SecretReference {
     /// `None` in Observe, which reads no Secret ([`Verbs::UNREAD_INPUTS`]).
     type Desired = Option<Written>;
-    type Remote = RemoteReference;
     type Calls = Through<api::SecretReferences<'static>>;
-    const WHAT: &'static str = "secret reference";
-    const NAMING: Naming = Naming::CreatesAs;
     const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
     async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut SecretReferenceStatus) -> Inputs<Self> {
@@ -89,6 +83,8 @@ impl Verbs for SecretReference {
             self.spec.immutable_conflicts(remote),
             self.spec.diff(remote),
         );
+        // The field a change of the unreadable inputs reports: an input, never an outside edit.
+        const UNREADABLE: &str = "authConfig (from spec.authConfigSecretRef) or allowedWorkspaces";
         secret_inputs::compare(desired, &status.secret_hash, UNREADABLE, readable)
     }
     /// Waits while an Integration resource maps a field to the reference (by resource, or by

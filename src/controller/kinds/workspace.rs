@@ -77,9 +77,7 @@ struct OwnedScope {
 
 impl Verbs for Workspace {
     type Desired = Desired;
-    type Remote = RemoteWorkspace;
     type Calls = Own;
-    const WHAT: &'static str = "workspace";
     const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
 
     async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut WorkspaceStatus) -> Inputs<Self> {
@@ -334,6 +332,7 @@ impl Verbs for Workspace {
 }
 
 impl OwnCalls for Workspace {
+    type Remote = RemoteWorkspace;
     type Found = RemoteWorkspace;
     type Posted = api::WorkspaceCreated;
     type Updated = ();

@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 use crate::api::RotateApiKeyRequest;
 use crate::controller::driver::Cx;
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::rotation::{Issued, Rotates, set_credentials_condition};
-use crate::controller::driver::secret_delivery;
+use crate::controller::driver::rotation::{Issued, Rotates};
 use crate::controller::error::{Error, Halt};
 use crate::controller::runtime::failpoints::AFTER_API_KEY_ROTATE;
 use crate::resources::api_key::{ApiKey, ApiKeyStatus, SECRET_KEY};
@@ -89,24 +88,4 @@ impl Rotates for ApiKey {
             "the answer to the rotation of API key {id} was lost, and with it the new value: a new key replaces it, and it is deleted once the Secret holds the new one"
         ))
     }
-}
-
-/// Checks that the Secret still holds the key's value; a missing one cannot be refilled by a
-/// read (the value is one-time), only by a rotation the user asks for.
-pub(super) async fn check_secret(
-    key: &ApiKey,
-    cx: &Cx<'_, ApiKey>,
-    status: &mut ApiKeyStatus,
-    id: &str,
-) -> Result<(), Error> {
-    let name = &key.spec.secret_ref.name;
-    if secret_delivery::secret_holds(cx, name, SECRET_KEY).await? {
-        set_credentials_condition(key, status, true, "Stored", ApiKey::STORED);
-        return Ok(());
-    }
-    let message = format!(
-        "the Secret {name} is missing and the one-time value of API key {id} cannot be read back; change spec.rotation.trigger to issue a new one"
-    );
-    set_credentials_condition(key, status, false, "SecretMissing", &message);
-    Err(Error::MissingState(message))
 }

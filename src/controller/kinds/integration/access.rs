@@ -23,7 +23,8 @@ pub(super) async fn sync(
     status: &mut IntegrationStatus,
 ) -> Result<Vec<Change>, Halt> {
     let key = status.id.clone().unwrap_or_default();
-    let access = apply_access(spec, cx, status, &key).await?;
+    let access = apply_access(spec, cx, &key, &status.workspaces).await?;
+    status.workspaces = spec.enabled_workspaces();
     let models = apply_models(spec, cx, &key).await?;
     Ok(access.into_iter().chain(models).collect())
 }
@@ -66,19 +67,20 @@ async fn read_models(client: &Client, key: &str) -> Result<api::IntegrationModel
         .await
 }
 
-/// Merges the access rows the spec names and disables the workspaces it no longer lists, in
-/// one PUT; rows of other workspaces are never sent. Records the workspaces it enabled.
+/// Merges the access rows the spec names and disables the workspaces it no longer lists
+/// (`enabled` lists those it enabled before), in one PUT; rows of other workspaces are never
+/// sent.
 async fn apply_access<'a>(
     spec: &IntegrationSpec,
     cx: &'a Cx<'_, Integration>,
-    status: &mut IntegrationStatus,
     key: &str,
+    enabled: &[String],
 ) -> Result<Option<Change>, Halt> {
-    if spec.workspaces.is_empty() && status.workspaces.is_empty() {
+    if spec.workspaces.is_empty() && enabled.is_empty() {
         return Ok(None);
     }
     let rows = read_workspaces(cx.api(Op::Read).await?, key).await?;
-    let updates = spec.access_updates(&rows, &status.workspaces);
+    let updates = spec.access_updates(&rows, enabled);
     let write = |client: &'a Client, workspaces| async move {
         let request = api::UpdateWorkspacesRequest {
             workspaces,
@@ -87,10 +89,7 @@ async fn apply_access<'a>(
         };
         client.integrations().update_workspaces(key, &request).await
     };
-    let change = sub_resources::write_access(cx, key, (updates, "enabled or changed"), write);
-    let change = change.await?;
-    status.workspaces = spec.enabled_workspaces();
-    Ok(change)
+    sub_resources::write_access(cx, key, (updates, "enabled or changed"), write).await
 }
 
 /// One model access PUT when a listed model (or `allowAllModels`) differs.

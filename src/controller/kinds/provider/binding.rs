@@ -13,6 +13,14 @@ use crate::controller::kinds::bound::{Bound, recorded_keys_of};
 use crate::resources::integration::Integration;
 use crate::resources::provider::{Provider, ProviderStatus};
 
+/// What a provider is written and compared with: the integration it binds (sent as
+/// `integration_id`), and whether its usage is to be reset.
+pub struct Binding {
+    pub(super) integration: Bound,
+    /// `spec.resetUsage` holds a value not acted upon yet.
+    pub(super) reset: bool,
+}
+
 /// What a provider read may name the provider's integration by, without an API call: the UUID
 /// and slug the Integration resource (`spec.integration`) recorded, or `spec.integrationId`
 /// and the UUID it was resolved to (`status.integrationId`). Never a resource name.
