@@ -132,8 +132,8 @@ pub trait Bodies<H: Handle>: Verbs {
     fn sent_name(&self) -> String;
     /// The body a create of `desired` sends.
     fn create_request(&self, desired: &Self::Desired) -> H::Create;
-    /// The body an update of `remote` to `desired` sends.
-    fn update_request(&self, desired: &Self::Desired, remote: &H::Remote) -> H::Update;
+    /// The body an update to `desired` sends.
+    fn update_request(&self, desired: &Self::Desired) -> H::Update;
     /// Before a delete: what a refusal may echo is concealed (the Secret values this resource
     /// sends, read for that alone, which an operator restarted since its last write does not
     /// remember); the tenant the delete names.
@@ -186,7 +186,7 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
         desired: &K::Desired,
         remote: &H::Remote,
     ) -> Result<H::Updated, ApiError> {
-        H::update(client, H::id(remote), &kind.update_request(desired, remote)).await
+        H::update(client, H::id(remote), &kind.update_request(desired)).await
     }
     async fn delete(
         kind: &K,

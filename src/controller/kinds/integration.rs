@@ -149,11 +149,7 @@ impl Bodies<api::Integrations<'static>> for Integration {
         request.secret_mappings = sent.mappings;
         request
     }
-    fn update_request(
-        &self,
-        desired: &Option<Written>,
-        _: &RemoteIntegration,
-    ) -> api::UpdateIntegrationRequest {
+    fn update_request(&self, desired: &Option<Written>) -> api::UpdateIntegrationRequest {
         let sent = desired
             .as_ref()
             .map(|w| w.values.clone())

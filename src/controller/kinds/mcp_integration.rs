@@ -252,11 +252,7 @@ impl Bodies<api::McpIntegrations<'static>> for McpIntegration {
         let (configurations, organisation) = create_parts(desired);
         self.spec.create_request(configurations, organisation)
     }
-    fn update_request(
-        &self,
-        desired: &Option<Written>,
-        _: &RemoteIntegration,
-    ) -> api::UpdateMcpIntegrationRequest {
+    fn update_request(&self, desired: &Option<Written>) -> api::UpdateMcpIntegrationRequest {
         let configurations = desired.as_ref().and_then(|w| w.values.clone());
         self.spec.update_request(configurations)
     }

@@ -115,11 +115,7 @@ impl Bodies<api::SecretReferences<'static>> for SecretReference {
         let (auth_config, organisation) = create_parts(desired);
         self.spec.create_request(auth_config, organisation)
     }
-    fn update_request(
-        &self,
-        desired: &Option<Written>,
-        _: &RemoteReference,
-    ) -> api::UpdateSecretReferenceRequest {
+    fn update_request(&self, desired: &Option<Written>) -> api::UpdateSecretReferenceRequest {
         let auth_config = desired.as_ref().map(|w| w.values.clone());
         self.spec.update_request(auth_config)
     }
