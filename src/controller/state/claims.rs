@@ -996,6 +996,11 @@ mod tests {
         vec!["default".into()]
     }
 
+    /// The resource that owns `object`'s remote object instead of it, in the default tenant.
+    fn other_owner(object: &Config, stores: &Stores) -> Option<String> {
+        owned_by_another(object, stores, &tenant())
+    }
+
     fn stores_with(objects: &[Config]) -> Stores {
         let (reader, mut writer) = store::<Config>();
         for o in objects {
@@ -1121,17 +1126,11 @@ mod tests {
         let dev = config("dev", "a", "u1", "2026-01-02T00:00:00Z", Some("pc-x"));
         let twin = config("qa", "a", "u0", "2026-01-01T00:00:00Z", Some("pc-x"));
         let stores = stores_with(&[prod.clone(), dev.clone()]);
-        assert_eq!(owned_by_another(&prod, &stores, &tenant()), None);
-        assert_eq!(
-            owned_by_another(&dev, &stores, &tenant()).as_deref(),
-            Some("prod/a")
-        );
+        assert_eq!(other_owner(&prod, &stores), None);
+        assert_eq!(other_owner(&dev, &stores).as_deref(), Some("prod/a"));
         let stores = stores_with(&[prod.clone(), twin.clone()]);
-        assert_eq!(
-            owned_by_another(&prod, &stores, &tenant()).as_deref(),
-            Some("qa/a")
-        );
-        assert_eq!(owned_by_another(&twin, &stores, &tenant()), None);
+        assert_eq!(other_owner(&prod, &stores).as_deref(), Some("qa/a"));
+        assert_eq!(other_owner(&twin, &stores), None);
     }
 
     #[test]
@@ -1164,7 +1163,7 @@ mod tests {
         for o in [&theirs, &mine] {
             hear(o);
         }
-        assert_eq!(owned_by_another(&mine, &stores, &tenant()), None);
+        assert_eq!(other_owner(&mine, &stores), None);
         assert!(
             !stores
                 .of::<Config>()
@@ -1173,12 +1172,9 @@ mod tests {
         // Unclaimed, it is a rival as before; claimed by the other installation later, no more.
         let unclaimed = config("b", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
         hear(&unclaimed);
-        assert_eq!(
-            owned_by_another(&mine, &stores, &tenant()).as_deref(),
-            Some("b/a")
-        );
+        assert_eq!(other_owner(&mine, &stores).as_deref(), Some("b/a"));
         hear(&theirs);
-        assert_eq!(owned_by_another(&mine, &stores, &tenant()), None);
+        assert_eq!(other_owner(&mine, &stores), None);
     }
 
     #[test]
@@ -1190,7 +1186,7 @@ mod tests {
             name: "other-tenant".into(),
         });
         let stores = stores_with(&[a, b.clone(), c.clone()]);
-        assert_eq!(owned_by_another(&b, &stores, &tenant()), None);
+        assert_eq!(other_owner(&b, &stores), None);
         assert_eq!(
             owned_by_another(&c, &stores, &["other-tenant".into()]),
             None
@@ -1207,11 +1203,8 @@ mod tests {
         stores
             .of::<Config>()
             .index_event(0, &Event::Apply(older.clone()));
-        assert_eq!(
-            owned_by_another(&newer, &stores, &tenant()).as_deref(),
-            Some("prod/a")
-        );
-        assert_eq!(owned_by_another(&older, &stores, &tenant()), None);
+        assert_eq!(other_owner(&newer, &stores).as_deref(), Some("prod/a"));
+        assert_eq!(other_owner(&older, &stores), None);
     }
 
     #[test]
@@ -1219,26 +1212,20 @@ mod tests {
         let old = config("prod", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
         let new = config("dev", "b", "u2", "2026-01-02T00:00:00Z", Some("pc-x"));
         let stores = stores_with(&[old.clone(), new.clone()]);
-        assert_eq!(
-            owned_by_another(&new, &stores, &tenant()).as_deref(),
-            Some("prod/a")
-        );
+        assert_eq!(other_owner(&new, &stores).as_deref(), Some("prod/a"));
         // The watch restarts and lists only `new`: `old` was deleted while it was away.
         stores.of::<Config>().index_event(0, &Event::Init);
         stores
             .of::<Config>()
             .index_event(0, &Event::InitApply(new.clone()));
         stores.of::<Config>().index_event(0, &Event::InitDone);
-        assert_eq!(owned_by_another(&new, &stores, &tenant()), None);
+        assert_eq!(other_owner(&new, &stores), None);
         stores
             .of::<Config>()
             .index_event(0, &Event::Apply(old.clone()));
-        assert_eq!(
-            owned_by_another(&new, &stores, &tenant()).as_deref(),
-            Some("prod/a")
-        );
+        assert_eq!(other_owner(&new, &stores).as_deref(), Some("prod/a"));
         stores.of::<Config>().index_event(0, &Event::Delete(old));
-        assert_eq!(owned_by_another(&new, &stores, &tenant()), None);
+        assert_eq!(other_owner(&new, &stores), None);
     }
 
     #[test]
@@ -1250,11 +1237,8 @@ mod tests {
             ..Default::default()
         });
         let stores = stores_with(&[older.clone(), owner.clone()]);
-        assert_eq!(owned_by_another(&owner, &stores, &tenant()), None);
-        assert_eq!(
-            owned_by_another(&older, &stores, &tenant()).as_deref(),
-            Some("prod/a")
-        );
+        assert_eq!(other_owner(&owner, &stores), None);
+        assert_eq!(other_owner(&older, &stores).as_deref(), Some("prod/a"));
     }
 
     /// A Config whose last reconcile was refused by its grants (`AdoptionNotAllowed`).
@@ -1286,11 +1270,8 @@ mod tests {
         let older = refused("dev", "u1", "2026-01-01T00:00:00Z");
         let younger = refused("qa", "u2", "2026-01-02T00:00:00Z");
         let stores = stores_with(&[older.clone(), younger.clone()]);
-        assert_eq!(owned_by_another(&older, &stores, &tenant()), None);
-        assert_eq!(
-            owned_by_another(&younger, &stores, &tenant()).as_deref(),
-            Some("dev/a")
-        );
+        assert_eq!(other_owner(&older, &stores), None);
+        assert_eq!(other_owner(&younger, &stores).as_deref(), Some("dev/a"));
     }
 
     #[test]
@@ -1298,17 +1279,14 @@ mod tests {
         let refused = refused("dev", "u0", "2026-01-01T00:00:00Z");
         let mut allowed = config("prod", "a", "u2", "2026-01-02T00:00:00Z", Some("pc-x"));
         let stores = stores_with(&[refused.clone(), allowed.clone()]);
-        assert_eq!(owned_by_another(&allowed, &stores, &tenant()), None);
+        assert_eq!(other_owner(&allowed, &stores), None);
         // Once the allowed one adopted it, it stays the owner even if the grants change.
         allowed.status = Some(crate::resources::config::ConfigStatus {
             slug: Some("pc-x".into()),
             ..Default::default()
         });
         let stores = stores_with(&[refused.clone(), allowed.clone()]);
-        assert_eq!(
-            owned_by_another(&refused, &stores, &tenant()).as_deref(),
-            Some("prod/a")
-        );
+        assert_eq!(other_owner(&refused, &stores).as_deref(), Some("prod/a"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use support::endpoints::{
     MCP_INTEGRATION_CAPABILITIES_PUT, MCP_INTEGRATION_DELETE, MCP_INTEGRATION_POST,
-    MCP_INTEGRATION_PUT, MCP_INTEGRATION_WORKSPACES_PUT,
+    MCP_INTEGRATION_WORKSPACES_PUT,
 };
 use support::harness::Harness;
 use support::objects::Conditions;
@@ -147,28 +147,6 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         1,
         "one access PUT for both rows"
     );
-
-    // Steady state over several drift intervals: reads only; then a console edit of a readable
-    // field, corrected with one PUT.
-    h.settled_then_edit_corrected(
-        &format!("/ai_gw/admin/v2/mcp-integrations/{slug}"),
-        json!({"url": "https://console.example.com/mcp"}),
-        WAIT,
-        MCP_INTEGRATION_PUT,
-        || async { remote(&h, &slug).await["url"] == "https://mcp.example.com/mcp" },
-    )
-    .await;
-
-    // A Secret change: the new value reaches the API with exactly one PUT.
-    h.secret_change_is_one_put(
-        ("mcp_integrations", &slug),
-        "configuration_writes",
-        MCP_INTEGRATION_PUT,
-        WAIT,
-        put_config(&h, SECOND_HEADER, true),
-        |r| r["configurations"]["custom_headers"]["x-api-key"] == SECOND_HEADER,
-    )
-    .await;
 
     // A workspace dropped from the spec is disabled, its row kept; the other is untouched.
     h.reset_stats().await;

@@ -16,7 +16,6 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use support::endpoints::{
     INTEGRATION_POST, INTEGRATION_PUT, SECRET_REFERENCE_DELETE, SECRET_REFERENCE_POST,
-    SECRET_REFERENCE_PUT,
 };
 use support::harness::Harness;
 use support::objects::Conditions;
@@ -75,28 +74,6 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     assert_eq!(stored["allow_all_workspaces"], false);
     assert_eq!(stored["secret_key"], "api_key");
     assert_eq!(stored["tags"], json!({"team": "platform"}));
-
-    // Steady state over several drift intervals: reads only; then a console edit of a readable
-    // field, corrected with one PUT.
-    h.settled_then_edit_corrected(
-        &format!("/ai_gw/admin/v2/secret-references/{slug}"),
-        json!({"secret_path": "edited/in/the/console"}),
-        WAIT,
-        SECRET_REFERENCE_PUT,
-        || async { remote(&h, &slug).await["secret_path"] == "prod/openai" },
-    )
-    .await;
-
-    // A Secret change: the new value reaches the API with exactly one PUT.
-    h.secret_change_is_one_put(
-        ("secret_references", &slug),
-        "auth_config_writes",
-        SECRET_REFERENCE_PUT,
-        WAIT,
-        put_auth(&h, SECOND_SECRET, true),
-        |r| r["auth_config"]["aws_secret_access_key"] == SECOND_SECRET,
-    )
-    .await;
 
     // An integration maps its key to the reference: the API refuses the delete, the resource
     // says who holds it and waits; nothing is forced.

@@ -240,54 +240,6 @@ impl Harness {
         );
     }
 
-    /// Steady state first: nothing written over several drift intervals (4 s); then a console
-    /// edit is corrected with one `endpoint` (as [`Self::console_edit_corrected_once`]) and
-    /// recorded as a DriftCorrected event.
-    pub async fn settled_then_edit_corrected<F, Fut>(
-        &self,
-        path: &str,
-        body: Value,
-        within: Duration,
-        endpoint: &str,
-        corrected: F,
-    ) where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = bool>,
-    {
-        self.assert_no_write_over(Duration::from_secs(4)).await;
-        self.console_edit_corrected_once(path, body, within, endpoint, corrected)
-            .await;
-        let events = self.cluster_events_text().await;
-        assert!(events.contains("DriftCorrected"), "{events}");
-    }
-
-    /// A Secret change (`change`) reaches the emulator's record of `slug` in its state
-    /// `collection` within `within` (once `arrived` holds of the record) with exactly one
-    /// `put` ("METHOD /template"), and the record's `writes` counter goes up by one.
-    pub async fn secret_change_is_one_put(
-        &self,
-        (collection, slug): (&str, &str),
-        writes: &str,
-        put: &str,
-        within: Duration,
-        change: impl std::future::Future<Output = ()>,
-        arrived: impl Fn(&Value) -> bool,
-    ) {
-        let written = |record: Value| record[writes].as_u64().unwrap();
-        let before = written(self.remote_record(collection, "slug", slug).await);
-        self.reset_stats().await;
-        change.await;
-        super::wait_until(within, || async {
-            arrived(&self.remote_record(collection, "slug", slug).await).then_some(())
-        })
-        .await
-        .expect("the new value reached the API");
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        assert_eq!(self.count(put).await, 1, "one PUT per Secret change");
-        let after = written(self.remote_record(collection, "slug", slug).await);
-        assert_eq!(after, before + 1);
-    }
-
     /// The cluster-scoped `name` reads no unlabelled Secret of the operator's namespace (which
     /// also holds the Connections' credentials): within `within` it stalls
     /// (`SecretNotReadable`, naming the label) having sent nothing; then `label` labels it.

@@ -37,7 +37,6 @@ pub const SCOPE_PUT: &str = "PUT /iam/v1/scopes/{name}";
 pub const SECRET_REFERENCE_DELETE: &str =
     "DELETE /ai_gw/admin/v2/secret-references/{secretReferenceId}";
 pub const SECRET_REFERENCE_POST: &str = "POST /ai_gw/admin/v2/secret-references";
-pub const SECRET_REFERENCE_PUT: &str = "PUT /ai_gw/admin/v2/secret-references/{secretReferenceId}";
 pub const USAGE_LIMITS_POST: &str = "POST /ai_gw/v2/policies/usage-limits";
 pub const WORKSPACE_DELETE: &str = "DELETE /ai_gw/admin/v2/workspaces/{workspaceRef}";
 pub const WORKSPACE_LIST: &str = "GET /ai_gw/admin/v2/workspaces";

@@ -2,12 +2,14 @@
 
 use serde_json::{Value, json};
 
-use super::{Conflict, Edits, Fixture, Meta, Remote};
+use super::{Conflict, Edits, Fixture, Meta, Remote, SecretChange};
 use crate::support::harness::Harness;
 
 const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const OTHER_WORKSPACE: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
 const UPSTREAM_KEY: &str = "sk-upstream-Cf4Mx8Tq2Wz6";
+/// The value a Secret change ([`Fixture::secret_change`]) sends instead.
+const CHANGED_KEY: &str = "sk-changed-Hd7Lp3Rv9Xn2";
 /// The lost-answer fault of a kind that reads the remote object its spec's slug names before
 /// creating it (the write alone answered 5xx after the commit).
 const READS_FIRST: &str = "error_after_commit_rate";
@@ -308,6 +310,12 @@ impl Fixture for IntegrationKind {
     fn edits() -> Edits {
         text_edits("name", "/name", json!({"aiProviderId": "anthropic"}))
     }
+    fn secret_change() -> Option<SecretChange> {
+        Some(SecretChange {
+            secret: ("cf-upstream", json!({"api-key": CHANGED_KEY})),
+            shown: ("/key", json!(CHANGED_KEY)),
+        })
+    }
 }
 
 pub struct SecretReferenceKind;
@@ -344,6 +352,14 @@ impl Fixture for SecretReferenceKind {
             ("edited/by/the/spec", "edited/remotely"),
             json!({"managerType": "azure_kv"}),
         )
+    }
+    fn secret_change() -> Option<SecretChange> {
+        let data = json!({"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
+                          "aws_access_key_id": "AKIACF0TESTKEY", "aws_secret_access_key": CHANGED_KEY});
+        Some(SecretChange {
+            secret: ("cf-sm-auth", data),
+            shown: ("/auth_config/aws_secret_access_key", json!(CHANGED_KEY)),
+        })
     }
     /// A reference into another manager (`managerType` is immutable).
     fn conflict(_h: &Harness, name: &str) -> Option<Conflict> {
@@ -511,6 +527,16 @@ impl Fixture for McpIntegrationKind {
             ),
             json!({"slug": "another-slug"}),
         )
+    }
+    fn secret_change() -> Option<SecretChange> {
+        let data = json!({"custom_headers": format!("{{\"x-api-key\":\"{CHANGED_KEY}\"}}")});
+        Some(SecretChange {
+            secret: ("cf-mcp-config", data),
+            shown: (
+                "/configurations/custom_headers/x-api-key",
+                json!(CHANGED_KEY),
+            ),
+        })
     }
     /// A workspace's own MCP integration (`workspace_id` set, which no update can change) is
     /// never the organisation's to adopt.

@@ -18,7 +18,9 @@
 //!   a remote object, one that differs in an immutable field is refused
 //!   (`Stalled/InvalidSpec`) with no write;
 //! - (h) `lost_create`: a create whose answer is lost (the emulator commits it and cuts the
-//!   connection) is recovered, with no second remote object.
+//!   connection) is recovered, with no second remote object;
+//! - (i) `secret_change`, for a kind that sends values from a Secret: a change of the Secret
+//!   reaches the remote object with exactly one PUT and no other write, and is no drift.
 //!
 //! Counting is by the emulator's request counters (`/_emulator/stats`), as deltas around each
 //! step. Waits are on what the operator does: a condition, the remote state, the operator's own
@@ -164,6 +166,14 @@ pub struct Edits {
     pub immutable: Value,
 }
 
+/// A change of the Secret a kind sends values from ([`Fixture::secret_change`]).
+pub struct SecretChange {
+    /// The Secret, and its new data.
+    pub secret: (&'static str, Value),
+    /// Where the remote object shows the new value, and the value.
+    pub shown: (&'static str, Value),
+}
+
 /// One kind of the matrix.
 pub trait Fixture {
     const META: Meta;
@@ -185,6 +195,11 @@ pub trait Fixture {
     /// A remote object to adopt that differs in an immutable field; `None` where the kind has
     /// no immutable field an adoption could meet.
     fn conflict(_h: &Harness, _name: &str) -> Option<Conflict> {
+        None
+    }
+    /// A change of the Secret [`Fixture::prepare`] made that the kind sends values from;
+    /// `None` for a kind that sends none.
+    fn secret_change() -> Option<SecretChange> {
         None
     }
 }
@@ -539,6 +554,7 @@ pub async fn run<F: Fixture>(prefix: &str) {
     let key = create::<F>(&kind).await;
     steady::<F>(&kind, &key).await;
     drift::<F>(&kind, &key).await;
+    secret_change::<F>(&kind, &key).await;
     pause::<F>(&kind).await;
     observe::<F>(&kind).await;
     orphan::<F>(&kind).await;
@@ -681,6 +697,33 @@ async fn drift<F: Fixture>(kind: &Kind<'_>, key: &str) {
         None,
         2,
         ("drift", "one write corrects the edit"),
+    );
+}
+
+/// (i) A change of the Secret the kind sends values from reaches the remote object with
+/// exactly one PUT and no other write, and counts as no drift correction.
+async fn secret_change<F: Fixture>(kind: &Kind<'_>, key: &str) {
+    let Some(SecretChange { secret, shown }) = F::secret_change() else {
+        return;
+    };
+    let (pointer, value) = shown;
+    let corrections = kind.h.ctx.metrics.drift_corrections(F::META.kind);
+    let before = kind.h.stats().await;
+    let mark = log_mark();
+    kind.h.put_secret(secret.0, secret.1, true).await;
+    kind.wait_remote::<F>("secret_change", key, |r| same(at(r, pointer), &value))
+        .await;
+    kind.settle::<F>("cf-create", mark, 1, &before).await;
+    let after = kind.h.stats().await;
+    let put = format!("PUT {}", F::META.remote.item());
+    let cell = "secret_change";
+    assert_delta::<F>((&before, &after), Some(&put), 1, (cell, "one PUT"));
+    assert_delta::<F>((&before, &after), None, 1, (cell, "one write"));
+    assert_eq!(
+        kind.h.ctx.metrics.drift_corrections(F::META.kind),
+        corrections,
+        "{} ({cell}): a Secret change was counted as a drift correction",
+        F::META.kind
     );
 }
 
