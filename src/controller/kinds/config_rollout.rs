@@ -429,7 +429,7 @@ impl Run<'_> {
             let not_ready = |keys: String| {
                 format!("waiting for ApiKeys {keys} to be Ready on their own defaults")
             };
-            if let Some(waiting) = waiting_for(&unready, "KeysNotReady", not_ready) {
+            if let Some(waiting) = waiting_for(keys, &unready, "KeysNotReady", not_ready) {
                 return Ok(waiting);
             }
             status.stable_config_id = Some(stable_slug);
@@ -462,7 +462,7 @@ impl Run<'_> {
                     "step {step} ({weight}%): ApiKeys {keys} left spec.apiKeySelector: returning them to their own defaults"
                 )
             };
-            if let Some(waiting) = waiting_for(&waiting, "ReturningKeys", going_back) {
+            if let Some(waiting) = waiting_for(keys, &waiting, "ReturningKeys", going_back) {
                 return Ok(waiting);
             }
         }
@@ -492,7 +492,7 @@ impl Run<'_> {
                     "step {step} ({weight}%): waiting for ApiKeys {keys} to apply Config {candidate_name}"
                 )
             };
-            if let Some(waiting) = waiting_for(&waiting, "MovingKeys", moving) {
+            if let Some(waiting) = waiting_for(keys, &waiting, "MovingKeys", moving) {
                 return Ok(waiting);
             }
             status.step_started_at = Some(Timestamp::now().to_string());
@@ -764,7 +764,7 @@ impl Run<'_> {
         let moving = |keys: String| {
             format!("{decided}; waiting for ApiKeys {keys} to apply Config {candidate}")
         };
-        if let Some(waiting) = waiting_for(&waiting, "MovingKeys", moving) {
+        if let Some(waiting) = waiting_for(keys, &waiting, "MovingKeys", moving) {
             return Ok(waiting);
         }
         Ok((
@@ -796,7 +796,7 @@ impl Run<'_> {
         let waiting = self.not_placed(keys, &moved, None);
         let going_back =
             |keys: String| format!("{decided}; returning ApiKeys {keys} to their own defaults");
-        if let Some(waiting) = waiting_for(&waiting, reason, going_back) {
+        if let Some(waiting) = waiting_for(keys, &waiting, reason, going_back) {
             return Ok(waiting);
         }
         Ok((
@@ -1023,13 +1023,30 @@ fn progressing(reason: &str, message: String) -> (Outcome, Option<Duration>) {
 }
 
 /// [`progressing`] while the ApiKeys `waiting` wait (`None` when none does), their names in
-/// the message `says`.
+/// the message `says`; `Stalled` (`KeyStalled`, naming the key and its own reason) while one of
+/// them is Stalled for its generation.
 fn waiting_for(
+    keys: &Keys,
     waiting: &[String],
     reason: &str,
     says: impl FnOnce(String) -> String,
 ) -> Option<(Outcome, Option<Duration>)> {
-    (!waiting.is_empty()).then(|| progressing(reason, says(waiting.join(", "))))
+    if waiting.is_empty() {
+        return None;
+    }
+    let message = says(waiting.join(", "));
+    // A key that only a change of its own can mend holds the rollout until then: it says so
+    // rather than wait in silence, and goes on once the key recovers.
+    Some(match stalled_key(keys, waiting) {
+        Some(stalled) => (
+            Outcome::Stalled {
+                reason: "KeyStalled".into(),
+                message: format!("{message}; {stalled}"),
+            },
+            Some(POLL),
+        ),
+        None => progressing(reason, message),
+    })
 }
 
 fn pausing(step: usize, weight: u32, left: Duration) -> Outcome {
@@ -1059,6 +1076,74 @@ fn replanned(steps: &[RolloutStep], status: &ConfigRolloutStatus) -> Option<usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An ApiKey `name` at generation 2 whose `Stalled` condition is `stalled` for
+    /// `generation`.
+    fn key(name: &str, stalled: &str, generation: i64) -> ApiKey {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
+            "metadata": {"name": name, "namespace": "shop", "generation": 2},
+            "spec": {"name": name, "kind": "service", "scopes": ["completions.write"],
+                     "secretRef": {"name": name}},
+            "status": {"conditions": [{
+                "type": "Stalled", "status": stalled, "reason": "NotAllowed",
+                "message": "workspace ws-1 is not granted to this namespace",
+                "observedGeneration": generation, "lastTransitionTime": "2026-12-03T10:00:00Z"}]}
+        }))
+        .unwrap()
+    }
+
+    fn keys(all: Vec<ApiKey>) -> Keys {
+        Keys {
+            eligible: Vec::new(),
+            tagged: Vec::new(),
+            held_elsewhere: Vec::new(),
+            all,
+            taken: Vec::new(),
+        }
+    }
+
+    /// A rollout waiting for a key that is Stalled says which and why (`KeyStalled`), and keeps
+    /// looking; a key not Stalled, or Stalled for an older generation, is waited for as before.
+    /// A stray key (out of the selector, so neither eligible nor tagged) counts too.
+    #[test]
+    fn a_wait_on_a_stalled_key_says_so() {
+        let says = |keys: String| format!("returning ApiKeys {keys}");
+        let waiting = ["key-a".to_string()];
+        let (outcome, next) = waiting_for(
+            &keys(vec![key("key-a", "True", 2)]),
+            &waiting,
+            "ReturningKeys",
+            says,
+        )
+        .unwrap();
+        assert_eq!(next, Some(POLL));
+        let Outcome::Stalled { reason, message } = outcome else {
+            panic!("not Stalled: {outcome:?}");
+        };
+        assert_eq!(reason, "KeyStalled");
+        assert_eq!(
+            message,
+            "returning ApiKeys key-a; ApiKey key-a is Stalled (NotAllowed: workspace ws-1 is not granted to this namespace)"
+        );
+        for healthy in [key("key-a", "False", 2), key("key-a", "True", 1)] {
+            let (outcome, _) =
+                waiting_for(&keys(vec![healthy]), &waiting, "ReturningKeys", says).unwrap();
+            assert!(
+                matches!(&outcome, Outcome::Progressing { reason, .. } if reason == "ReturningKeys"),
+                "{outcome:?}"
+            );
+        }
+        assert!(
+            waiting_for(
+                &keys(vec![key("key-a", "True", 2)]),
+                &[],
+                "ReturningKeys",
+                says
+            )
+            .is_none()
+        );
+    }
 
     #[test]
     fn a_clock_behind_the_steps_start_reads_as_no_time_elapsed() {

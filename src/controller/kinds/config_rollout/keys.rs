@@ -295,7 +295,7 @@ impl Run<'_> {
 /// The first of `names` whose ApiKey reports `Stalled=True` for its current generation (a
 /// refused grant, an invalid spec): `ApiKey NAME is Stalled (REASON: MESSAGE)`.
 pub(super) fn stalled_key(keys: &Keys, names: &[String]) -> Option<String> {
-    keys.eligible.iter().chain(&keys.tagged).find_map(|key| {
+    keys.all.iter().find_map(|key| {
         let name = key.name_any();
         if !names.contains(&name) {
             return None;
