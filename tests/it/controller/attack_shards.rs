@@ -12,6 +12,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use aigw::controller::runtime::shards;
 use aigw::resources::Config;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -56,6 +57,31 @@ impl Field {
 
     fn start(&self, n: &str) -> Operator {
         self.start_in(n, self.dir.path())
+    }
+
+    /// The names of two replicas (`a`, `b`, or `a1`, … for the first) that each own some of the
+    /// field's namespaces once both are live. The namespaces' names are random, and rendezvous
+    /// hashing gives one of two replicas none of six in one run of 64: a test of what a
+    /// replica does with its share needs one.
+    fn pair_names(&self) -> (String, String) {
+        let b = "b".to_string();
+        let first = (0..)
+            .map(|i| match i {
+                0 => "a".to_string(),
+                i => format!("a{i}"),
+            })
+            .find(|a| {
+                let mut view = vec![self.name(a), self.name(&b)];
+                view.sort();
+                let owners: Vec<&str> = self
+                    .namespaces
+                    .iter()
+                    .filter_map(|ns| shards::owner(&view, &shards::namespace_key(ns)))
+                    .collect();
+                view.iter().all(|member| owners.contains(&member.as_str()))
+            })
+            .unwrap();
+        (first, b)
     }
 
     /// A directory of its own (log, token) with the kubeconfig, its server replaced by `server`.
@@ -170,7 +196,8 @@ impl Field {
 
     /// Replicas `a` and `b`, once they share the namespaces between them.
     async fn settled_pair(&self) -> (Operator, Operator) {
-        let (a, b) = (self.start("a"), self.start("b"));
+        let (a, b) = self.pair_names();
+        let (a, b) = (self.start(&a), self.start(&b));
         settled(&[&a, &b], 2.0).await;
         (a, b)
     }
@@ -250,10 +277,11 @@ fn assert_each_once(most: f64, (who, when): (&str, &str)) {
 #[tokio::test]
 async fn a_member_lease_deleted_by_hand_does_not_hand_its_share_over_while_its_holder_acts() {
     let field = Field::new("atk-del").await;
-    let a = field.start("a");
+    let (a_name, b_name) = field.pair_names();
+    let a = field.start(&a_name);
     // Out of step with a by about half a renewal period, so b lists while a's Lease is gone.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let b = field.start("b");
+    let b = field.start(&b_name);
     settled(&[&a, &b], 2.0).await;
     field.create_all().await;
     // Slow writes, so two writers of one object would show overlapping in the write log.
@@ -400,8 +428,9 @@ async fn a_replica_cut_from_the_apiserver_stops_before_its_share_moves() {
     let upstream = server.trim_start_matches("https://").to_string();
     let proxy = Cut::new(upstream).await;
     let a_dir = field.dir_with_server(Some(&format!("https://{}", proxy.addr)));
-    let mut a = field.start_in("a", a_dir.path());
-    let b = field.start("b");
+    let (a_name, b_name) = field.pair_names();
+    let mut a = field.start_in(&a_name, a_dir.path());
+    let b = field.start(&b_name);
     settled(&[&a, &b], 2.0).await;
     field.create_all().await;
     // The gauge follows a's caches, which list in turn: wait for it rather than read it once.
