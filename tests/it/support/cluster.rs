@@ -240,28 +240,6 @@ impl Harness {
         );
     }
 
-    /// The cluster-scoped `name` reads no unlabelled Secret of the operator's namespace (which
-    /// also holds the Connections' credentials): within `within` it stalls
-    /// (`SecretNotReadable`, naming the label) having sent nothing; then `label` labels it.
-    pub async fn reads_only_labelled_secrets<K: ClusterKind + Conditions>(
-        &self,
-        name: &str,
-        within: Duration,
-        label: impl std::future::Future<Output = ()>,
-    ) {
-        let unlabelled = ("Stalled", "SecretNotReadable");
-        let message = self
-            .cluster_condition_message::<K>(name, within, unlabelled)
-            .await;
-        assert!(message.contains("aigw.io/cluster-readable"), "{message}");
-        assert_eq!(
-            self.remote_writes().await,
-            0,
-            "nothing sent without the label"
-        );
-        label.await;
-    }
-
     /// Over `quiet` from now, the emulator sees no write.
     pub async fn assert_no_write_over(&self, quiet: Duration) {
         self.reset_stats().await;

@@ -20,7 +20,10 @@
 //! - (h) `lost_create`: a create whose answer is lost (the emulator commits it and cuts the
 //!   connection) is recovered, with no second remote object;
 //! - (i) `secret_change`, for a kind that sends values from a Secret: a change of the Secret
-//!   reaches the remote object with exactly one PUT and no other write, and is no drift.
+//!   reaches the remote object with exactly one PUT and no other write, and is no drift;
+//! - (j) `labelled_only`, for a cluster-scoped kind that sends values from a Secret (run
+//!   first): a Secret without the `aigw.io/cluster-readable` label is not read (`Stalled`,
+//!   `SecretNotReadable`, naming the label) and nothing is sent; labelled, the object is made.
 //!
 //! Counting is by the emulator's request counters (`/_emulator/stats`), as deltas around each
 //! step. Waits are on what the operator does: a condition, the remote state, the operator's own
@@ -549,8 +552,9 @@ fn same(a: &Value, b: &Value) -> bool {
 /// Every check, in order, on one harness.
 pub async fn run<F: Fixture>(prefix: &str) {
     let h = F::start(&prefix.replace('_', "-")).await;
-    F::prepare(&h).await;
     let kind = Kind::new::<F>(&h);
+    labelled_only::<F>(&kind).await;
+    F::prepare(&h).await;
     let key = create::<F>(&kind).await;
     steady::<F>(&kind, &key).await;
     drift::<F>(&kind, &key).await;
@@ -698,6 +702,39 @@ async fn drift<F: Fixture>(kind: &Kind<'_>, key: &str) {
         2,
         ("drift", "one write corrects the edit"),
     );
+}
+
+/// (j) A cluster-scoped kind reads no Secret of the operator's namespace without the
+/// `aigw.io/cluster-readable` label (that namespace also holds the Connections' credentials):
+/// its object stalls naming the label and sends nothing; once [`Fixture::prepare`] writes the
+/// Secret labelled, it is made. The Secret first holds [`Fixture::secret_change`]'s data, which
+/// `prepare` replaces. The object is deleted after.
+async fn labelled_only<F: Fixture>(kind: &Kind<'_>) {
+    let (true, Some(SecretChange { secret, .. })) = (F::META.cluster, F::secret_change()) else {
+        return;
+    };
+    let (cell, name) = ("labelled_only", "cf-labelled");
+    let before = kind.h.stats().await;
+    kind.h.put_secret(secret.0, secret.1, false).await;
+    kind.create::<F>(name, F::spec(kind.h, name)).await;
+    let stalled = kind
+        .wait::<F>(cell, name, |o| {
+            condition(o, "Stalled")
+                .is_some_and(|c| c["status"] == "True" && c["reason"] == "SecretNotReadable")
+        })
+        .await;
+    let message = condition(&stalled, "Stalled").unwrap()["message"].to_string();
+    assert!(
+        message.contains("aigw.io/cluster-readable"),
+        "{} ({cell}): the refusal does not name the label: {message}",
+        F::META.kind
+    );
+    let after = kind.h.stats().await;
+    assert_delta::<F>((&before, &after), None, 0, (cell, "sent without the label"));
+    F::prepare(kind.h).await;
+    kind.wait_ready::<F>(cell, name).await;
+    // Gone again, so that the checks after it count the writes of their own objects alone.
+    kind.delete_and_wait::<F>(cell, name).await;
 }
 
 /// (i) A change of the Secret the kind sends values from reaches the remote object with
