@@ -423,7 +423,12 @@ impl DeploymentSpec {
     }
 }
 
-super::common::governed!(Deployment, "deployment", ArchivePolicy::Orphan, Adopts deployment_id as "spec.deploymentId");
+super::common::governed!(
+    Deployment,
+    "deployment",
+    ArchivePolicy::Orphan,
+    Adopts deployment_id as "spec.deploymentId"
+);
 
 super::common::recorded!(DeploymentStatus, id);
 

@@ -314,7 +314,12 @@ impl RateLimitsPolicySpec {
     }
 }
 
-super::common::governed!(RateLimitsPolicy, "rate-limits policy", DeletionPolicy::Orphan, Adopts identity.policy_id as "spec.policyId");
+super::common::governed!(
+    RateLimitsPolicy,
+    "rate-limits policy",
+    DeletionPolicy::Orphan,
+    Adopts identity.policy_id as "spec.policyId"
+);
 
 super::common::recorded!(RateLimitsPolicyStatus, id, remote_updated_at);
 

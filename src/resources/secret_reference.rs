@@ -262,7 +262,12 @@ impl SecretReferenceSpec {
     }
 }
 
-super::common::governed!(SecretReference, "secret reference", DeletionPolicy::Orphan, CreatesAs slug);
+super::common::governed!(
+    SecretReference,
+    "secret reference",
+    DeletionPolicy::Orphan,
+    CreatesAs slug
+);
 
 super::common::recorded!(SecretReferenceStatus, id or slug);
 

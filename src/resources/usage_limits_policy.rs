@@ -265,7 +265,12 @@ impl UsageLimitsPolicySpec {
     }
 }
 
-super::common::governed!(UsageLimitsPolicy, "usage-limits policy", ArchivePolicy::Orphan, Adopts identity.policy_id as "spec.policyId");
+super::common::governed!(
+    UsageLimitsPolicy,
+    "usage-limits policy",
+    ArchivePolicy::Orphan,
+    Adopts identity.policy_id as "spec.policyId"
+);
 
 super::common::recorded!(UsageLimitsPolicyStatus, id, remote_updated_at);
 

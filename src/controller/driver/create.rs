@@ -393,8 +393,9 @@ fn one_created_within<T>(
 
 /// The single object of `listing` this resource may take for the one its earlier create made
 /// (the intent in `status`; see [`one_created_within`]): the [`Claimable::keys`] of a candidate
-/// that another resource records or names rule it out, and a match is not claimed while another resource's create of the same name
-/// (and workspace) is in flight, since it may be that one's whose id is not recorded yet.
+/// that another resource records or names rule it out, and a match is not claimed while
+/// another resource's create of the same name (and workspace) is in flight, since it may be
+/// that one's whose id is not recorded yet.
 ///
 /// A match is this create's only when a marker the API keeps proves it (`unproven` is `None`
 /// for it). Otherwise (`unproven` names it) another party may have made it with the same name

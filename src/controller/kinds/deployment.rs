@@ -209,10 +209,13 @@ impl OwnCalls for Deployment {
     }
 }
 
+/// The key of the Secret that holds the gateway's token, the value a rotation must deliver.
+const CLIENT_AUTH: &str = "client_auth";
+
 impl Issues for Deployment {
     const ID_ANNOTATION: &'static str = DEPLOYMENT_ID_ANNOTATION;
     const AFTER_CREATE: Option<&'static str> = Some(AFTER_CREATE_POST);
-    const HELD: &'static str = "client_auth";
+    const HELD: &'static str = CLIENT_AUTH;
 
     fn timing(&self) -> Result<(Option<Duration>, Option<Duration>), Error> {
         let interval = self.spec.rotation_interval().map_err(Error::InvalidSpec)?;
@@ -220,7 +223,7 @@ impl Issues for Deployment {
     }
     fn issued(created: &DeploymentCreated) -> Vec<(&'static str, SecretString)> {
         vec![
-            ("client_auth", created.client_auth.clone()),
+            (CLIENT_AUTH, created.client_auth.clone()),
             (
                 "username",
                 SecretString::from(created.credentials.username.clone()),
@@ -286,7 +289,7 @@ impl Rotates for Deployment {
             .map_err(|e| Error::api(format!("rotate the credentials of deployment {id}"), e))?;
         let mut values = Vec::new();
         if let Some(client_auth) = rotated.client_auth {
-            values.push(("client_auth", client_auth));
+            values.push((CLIENT_AUTH, client_auth));
         }
         let note = match rotated.credentials {
             Some(credentials) => {
@@ -298,7 +301,7 @@ impl Rotates for Deployment {
                 " (the answer carried no registry credentials; the Secret keeps the previous ones)"
             }
         };
-        let incomplete = (!values.iter().any(|(key, _)| *key == "client_auth")).then(|| {
+        let incomplete = (!values.iter().any(|(key, _)| *key == CLIENT_AUTH)).then(|| {
             format!(
                 "the API rotated deployment {id} but its answer carried no client_auth; rotating again"
             )

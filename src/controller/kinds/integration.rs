@@ -75,9 +75,11 @@ pub struct Sent {
 
 type Written = secret_inputs::Written<Sent>;
 
-/// The driver observes by id (or slug: [`Naming::CreatesAs`](crate::resources::common::Naming::CreatesAs)) and PUTs only when the name,
+/// The driver observes by id (or slug: [`CreatesAs`]) and PUTs only when the name,
 /// description or a readable configuration field differs or the write-only values changed;
 /// the workspace access rows and the model access follow ([`Verbs::sync_sub_resources`]).
+///
+/// [`CreatesAs`]: crate::resources::common::Naming::CreatesAs
 impl Verbs for Integration {
     /// `None` in Observe, which reads no Secret ([`Verbs::UNREAD_INPUTS`]).
     type Desired = Option<Written>;

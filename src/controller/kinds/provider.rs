@@ -54,11 +54,13 @@ impl Managed for Provider {
     crate::controller::driver::flow::driven!();
 }
 
-/// The driver observes by id (or slug: [`Naming::CreatesAs`](crate::resources::common::Naming::CreatesAs)), adopts a provider of the slug
+/// The driver observes by id (or slug: [`CreatesAs`]), adopts a provider of the slug
 /// only under the grant and only when it binds this Provider's integration, PUTs only the
 /// fields that differ (a usage reset is an input, no drift), and deletes once no Config names
 /// it; a provider of another integration, or one the grants no longer let this namespace
 /// bind, is released.
+///
+/// [`CreatesAs`]: crate::resources::common::Naming::CreatesAs
 impl Verbs for Provider {
     type Desired = Binding;
     type Calls = Own;

@@ -24,7 +24,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 
-use crate::resources::common::{CreateAttempt, condition::STALLED, find_condition};
+use crate::resources::common::{CreateAttempt, Governed, condition::STALLED, find_condition};
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
     ApiKey, ClusterGuardrail, Config, ConfigRollout, Connection, Deployment, Guardrail,
@@ -768,7 +768,10 @@ impl Claims for Config {
     status_claims!();
     slug_claims!();
     fn adopted(&self) -> Option<(&'static str, String)> {
-        self.spec.slug.clone().map(|slug| ("spec.slug", slug))
+        self.spec
+            .slug
+            .clone()
+            .map(|slug| (<Self as Governed>::NAMED_BY, slug))
     }
     fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
         vec![(workspace_field(self), self.spec.workspace_id.clone())]
@@ -795,7 +798,7 @@ impl Claims for Deployment {
         self.spec
             .deployment_id
             .clone()
-            .map(|id| ("spec.deploymentId", id))
+            .map(|id| (<Self as Governed>::NAMED_BY, id))
     }
     /// The workspaces whose requests the gateway may serve: each must be granted, and
     /// `allowAllWorkspaces` needs a grant of every workspace.
@@ -849,7 +852,7 @@ macro_rules! policy_claims {
                     .identity
                     .policy_id
                     .clone()
-                    .map(|id| ("spec.policyId", id))
+                    .map(|id| (<Self as Governed>::NAMED_BY, id))
             }
             fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
                 vec![(
@@ -885,7 +888,7 @@ macro_rules! guardrail_claims {
                 self.definition()
                     .slug
                     .clone()
-                    .map(|slug| ("spec.slug", slug))
+                    .map(|slug| (<Self as Governed>::NAMED_BY, slug))
             }
             fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
                 match self.metadata.namespace {
@@ -936,7 +939,7 @@ macro_rules! organisation_claims {
             status_claims!();
             slug_claims!();
             fn adopted(&self) -> Option<(&'static str, String)> {
-                self.spec.slug.clone().map(|slug| ("spec.slug", slug))
+                self.spec.slug.clone().map(|slug| (<Self as Governed>::NAMED_BY, slug))
             }
             fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
                 Vec::new()
