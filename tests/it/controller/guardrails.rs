@@ -376,10 +376,18 @@ async fn a_namespaced_user_cannot_create_a_cluster_guardrail() {
     }))
     .await;
     let as_user = support::impersonating(&user).await;
+    let guardrails = Api::<Guardrail>::namespaced(as_user.clone(), &env.namespace);
+    // The apiserver's authorizer learns a new RoleBinding from its watch: until it has, the
+    // team's requests are refused whatever they ask for.
+    let allowed = support::wait_until(Duration::from_secs(30), || async {
+        guardrails.list(&Default::default()).await.ok()
+    })
+    .await;
+    assert!(allowed.is_some(), "the team's Role never took effect");
 
     let mut spec = guardrail_spec("team-pii");
     spec["secretRefs"] = json!([]);
-    Api::<Guardrail>::namespaced(as_user.clone(), &env.namespace)
+    guardrails
         .create(
             &PostParams::default(),
             &object("Guardrail", "team-pii", spec.clone()),
