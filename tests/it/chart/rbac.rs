@@ -338,9 +338,10 @@ impl Chart {
     /// ClusterRole is cluster-scoped: parallel runs must not share it) and applies the RBAC.
     async fn install(release: &TestEnv, sets: &[String]) -> Self {
         let name = format!("aigw-{}", &release.namespace[release.namespace.len() - 8..]);
+        let documents = chart::render(&name, &release.namespace, sets);
         let mut objects = Vec::new();
-        for document in chart::render(&name, &release.namespace, sets) {
-            objects.push(chart::apply(&release.client, document).await);
+        for document in &documents {
+            objects.push(chart::apply(&release.client, document.clone()).await);
         }
         let service_account = objects
             .iter()
@@ -351,6 +352,7 @@ impl Chart {
             namespace: release.namespace.clone(),
             service_account: service_account.clone(),
         };
+        identity.wait_authorized(&release.client, &documents).await;
         Self {
             admin: release.client.clone(),
             objects,
@@ -638,14 +640,15 @@ fn assert_forbidden<T>(result: kube::Result<T>, what: &str) {
 async fn a_namespace_editor_writes_specs_but_never_status() {
     let env = TestEnv::new("chart-users").await;
     let release = format!("aigw-{}", &env.namespace[env.namespace.len() - 8..]);
-    let mut roles = Vec::new();
-    for document in chart::render_templates(
+    let mut documents = chart::render_templates(
         &release,
         &env.namespace,
         &["templates/user-roles.yaml"],
         &[],
-    ) {
-        roles.push(chart::apply(&env.client, document).await);
+    );
+    let mut roles = Vec::new();
+    for document in &documents {
+        roles.push(chart::apply(&env.client, document.clone()).await);
     }
     assert_eq!(roles.len(), 2, "an edit and a view ClusterRole");
     for role in &roles {
@@ -654,29 +657,30 @@ async fn a_namespace_editor_writes_specs_but_never_status() {
         assert!(!rules.contains('/') && !rules.contains('*'), "{rules}");
     }
     for (who, role) in [("editor", "edit"), ("viewer", "view")] {
-        let binding: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(json!({
-            "metadata": {"name": format!("{who}-{role}")},
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": format!("{who}-{role}"), "namespace": env.namespace},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                         "name": format!("{release}-{role}")},
             "subjects": [{"kind": "ServiceAccount", "name": who, "namespace": env.namespace}]
-        }))
-        .unwrap();
+        });
+        let typed: k8s_openapi::api::rbac::v1::RoleBinding =
+            serde_json::from_value(binding.clone()).unwrap();
         support::create(
             &env.api::<k8s_openapi::api::rbac::v1::RoleBinding>(),
-            &binding,
+            &typed,
         )
         .await;
+        documents.push(binding);
     }
     let as_user = |who: &str| Identity {
         namespace: env.namespace.clone(),
         service_account: who.to_string(),
     };
+    for who in ["editor", "viewer"] {
+        as_user(who).wait_authorized(&env.client, &documents).await;
+    }
     let editor = Api::<Config>::namespaced(as_user("editor").client().await, &env.namespace);
-    support::wait_until(Duration::from_secs(10), || async {
-        editor.list(&Default::default()).await.ok().map(|_| ())
-    })
-    .await
-    .expect("the editor may list Configs once its binding is seen");
     support::create(&editor, &config("routing", None)).await;
     support::merge_patch(
         &editor,

@@ -16,8 +16,11 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
 use serde::Deserialize;
@@ -123,14 +126,16 @@ impl Identity {
     /// A kubeconfig with the admin credentials of the local control plane that impersonates
     /// the ServiceAccount (user and groups, as the apiserver would authenticate its token).
     pub fn kubeconfig(&self) -> Kubeconfig {
-        impersonating_kubeconfig(
-            &self.user(),
-            vec![
-                "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{}", self.namespace),
-                "system:authenticated".into(),
-            ],
-        )
+        impersonating_kubeconfig(&self.user(), self.groups())
+    }
+
+    /// The groups the apiserver gives the ServiceAccount's token.
+    fn groups(&self) -> Vec<String> {
+        vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{}", self.namespace),
+            "system:authenticated".into(),
+        ]
     }
 
     /// A kubeconfig of the local control plane carrying a token the apiserver issued to the
@@ -182,6 +187,97 @@ impl Identity {
                 .expect("invalid kubeconfig");
         Client::try_from(config).expect("kube client")
     }
+
+    /// Waits until the apiserver's authorizer allows what each binding of `documents` grants
+    /// the ServiceAccount. RBAC reaches the authorizer through watches, one per kind of object
+    /// (Role, RoleBinding, ClusterRole, ClusterRoleBinding), so a request sent right after the
+    /// apply may still be refused. Each binding is proven by one SubjectAccessReview (asked by
+    /// `admin`) of the first rule of the role it names, where `documents` holds that role.
+    pub async fn wait_authorized(&self, admin: &Client, documents: &[Value]) {
+        for (namespace, rule) in bound_rules(documents, &self.service_account, &self.namespace) {
+            let review = self.access_review(namespace.clone(), &rule);
+            let reviews: Api<SubjectAccessReview> = Api::all(admin.clone());
+            let allowed = wait_until(Duration::from_secs(30), || async {
+                let answer = reviews.create(&PostParams::default(), &review).await.ok()?;
+                answer.status.filter(|s| s.allowed).map(|_| ())
+            })
+            .await;
+            assert!(
+                allowed.is_some(),
+                "{} was never granted {rule} in {namespace:?}",
+                self.user()
+            );
+        }
+    }
+
+    /// A SubjectAccessReview of the first resource, verb and name `rule` names, for this
+    /// ServiceAccount (its user and groups, as [`Self::kubeconfig`] impersonates them).
+    fn access_review(&self, namespace: Option<String>, rule: &Value) -> SubjectAccessReview {
+        let first = |field: &str| rule[field][0].as_str().map(str::to_string);
+        let resource = first("resources").unwrap_or_default();
+        let (resource, subresource) = match resource.split_once('/') {
+            Some((resource, sub)) => (resource.to_string(), Some(sub.to_string())),
+            None => (resource, None),
+        };
+        let verb = first("verbs").filter(|v| v != "*").unwrap_or("get".into());
+        SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(self.user()),
+                groups: Some(self.groups()),
+                resource_attributes: Some(ResourceAttributes {
+                    namespace,
+                    group: first("apiGroups"),
+                    resource: Some(resource),
+                    subresource,
+                    verb: Some(verb),
+                    name: first("resourceNames"),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+}
+
+/// For each RoleBinding or ClusterRoleBinding of `documents` naming the ServiceAccount `name`
+/// of `namespace` among its subjects: where it grants (the binding's namespace, `None` for a
+/// ClusterRoleBinding) and the first resource rule of the Role or ClusterRole it names, when
+/// `documents` holds that role.
+fn bound_rules(documents: &[Value], name: &str, namespace: &str) -> Vec<(Option<String>, Value)> {
+    let kind = |d: &Value| d["kind"].as_str().unwrap_or_default().to_string();
+    let names_account = |binding: &Value| {
+        let subjects = binding["subjects"].as_array().into_iter().flatten();
+        subjects.into_iter().any(|s| {
+            s["kind"] == "ServiceAccount" && s["name"] == name && s["namespace"] == namespace
+        })
+    };
+    let mut rules = Vec::new();
+    for binding in documents {
+        let granted_in = match kind(binding).as_str() {
+            "RoleBinding" => binding["metadata"]["namespace"]
+                .as_str()
+                .map(str::to_string),
+            "ClusterRoleBinding" => None,
+            _ => continue,
+        };
+        if !names_account(binding) {
+            continue;
+        }
+        let role_ref = &binding["roleRef"];
+        let role = documents.iter().find(|d| {
+            kind(d) == role_ref["kind"]
+                && d["metadata"]["name"] == role_ref["name"]
+                && (role_ref["kind"] == "ClusterRole"
+                    || d["metadata"]["namespace"].as_str() == granted_in.as_deref())
+        });
+        let rules_of = role.and_then(|r| r["rules"].as_array());
+        let first = rules_of.and_then(|r| r.iter().find(|rule| rule["resources"].is_array()));
+        if let Some(rule) = first {
+            rules.push((granted_in, rule.clone()));
+        }
+    }
+    rules
 }
 
 /// The admin kubeconfig of the local control plane, impersonating `user` in `groups`.
@@ -224,29 +320,16 @@ pub async fn install(admin: &Client, scope: &Scope) -> Identity {
             namespaced.push(in_namespace(document, namespace, &target));
         }
     }
-    for document in namespaced {
-        apply(admin, document).await;
+    for document in &namespaced {
+        apply(admin, document.clone()).await;
     }
     let identity = identity(scope.form, documents);
-    // RBAC reaches the authorizer through a watch: wait until it allows what was bound.
-    let client = identity.client().await;
-    // Read one by one: a Config another test left too deep to decode must not read as a refusal.
-    use aigw::resources::readable::readable_api;
-    let probes: Vec<Api<_>> = match scope.form {
-        Form::ClusterWide => vec![readable_api::<aigw::resources::Config>(&client, None)],
-        Form::Watched => scope
-            .watched
-            .iter()
-            .map(|n| readable_api::<aigw::resources::Config>(&client, Some(n)))
-            .collect(),
-    };
-    for api in probes {
-        wait_until(Duration::from_secs(30), || async {
-            api.list(&ListParams::default().limit(1)).await.ok()
-        })
-        .await
-        .unwrap_or_else(|| panic!("{} was not granted the chart's RBAC", identity.user()));
-    }
+    let shared_documents = documents.iter().filter(|d| {
+        let namespace = d["metadata"]["namespace"].as_str();
+        !matches!(namespace, Some(WATCHED | SECRETS | LEASES))
+    });
+    let applied: Vec<Value> = shared_documents.cloned().chain(namespaced).collect();
+    identity.wait_authorized(admin, &applied).await;
     identity
 }
 
