@@ -31,7 +31,7 @@ use super::plan_claims::{Claimed, Own, claimed, refused_adoption};
 use super::project;
 use super::validate::{Manifest, Object};
 use crate::api::{self, ApiError, Client};
-use crate::resources::common::ManagementPolicy;
+use crate::resources::common::{Governed, ManagementPolicy, Recorded};
 use crate::resources::config::ReferencedKind;
 use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
@@ -521,13 +521,10 @@ pub(super) struct Counterpart {
 impl Counterpart {
     /// The remote object the live resource recorded (`recorded`), else the one the spec's slug
     /// names, which the operator adopts if it exists.
-    pub(super) fn recorded_or_slug(
-        recorded: Option<&String>,
-        slug: Option<&String>,
-    ) -> Option<Self> {
+    pub(super) fn recorded_or_slug(recorded: Option<&str>, slug: Option<&str>) -> Option<Self> {
         let adopting = recorded.is_none();
         recorded.or(slug).map(|key| Counterpart {
-            key: key.clone(),
+            key: key.to_string(),
             adopting,
             from_spec: adopting,
         })
@@ -545,7 +542,7 @@ pub(super) fn status_of<K: HasStatus<Status: Default>>(managed: Option<K>) -> K:
 /// names ([`Counterpart::recorded_or_slug`]), with the remote object as `get` reads it (`what`,
 /// in messages): `None` when there is none, or the API does not know it.
 pub(super) async fn read_recorded_or_slug<T>(
-    (recorded, slug): (Option<&String>, Option<&String>),
+    (recorded, slug): (Option<&str>, Option<&str>),
     what: &str,
     get: impl AsyncFnOnce(&str) -> Result<T, ApiError>,
 ) -> Result<Option<(Counterpart, T)>, GitopsError> {
@@ -557,6 +554,25 @@ pub(super) async fn read_recorded_or_slug<T>(
         get(&counterpart.key).await,
     )?;
     Ok(remote.map(|remote| (counterpart, remote)))
+}
+
+impl Planner<'_> {
+    /// The remote object `object` stands for ([`Governed::WHAT`]): the one its live copy
+    /// recorded ([`Recorded`]), else the one its spec names ([`Governed::named_remote`]), as
+    /// `get` reads it ([`read_recorded_or_slug`]); with the live copy's status.
+    pub(super) async fn counterpart<K, T>(
+        self,
+        object: &K,
+        get: impl AsyncFnOnce(&str) -> Result<T, ApiError>,
+    ) -> Result<(K::Status, Option<(Counterpart, T)>), GitopsError>
+    where
+        K: LiveKind + Governed + HasStatus<Status: Default + Recorded>,
+    {
+        let status = status_of(live_object(self.live, object).await?);
+        let keys = (status.recorded_remote(), object.named_remote());
+        let found = read_recorded_or_slug(keys, K::WHAT, get).await?;
+        Ok((status, found))
+    }
 }
 
 /// The entry of a create: every field of `desired` but those in `skip`.

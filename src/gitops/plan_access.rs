@@ -10,7 +10,7 @@ use super::mask::{Masking, hide_unconfirmed};
 use super::plan::{
     Action, Entry, Planner, compared, compared_unless_fixed, compared_unless_immutable,
     create_changes, creating, entry, field_changes, fixed_differs, live_object, plain_changes,
-    read_recorded_or_slug, status_of, to_json, with_hidden,
+    read_recorded_or_slug, to_json, with_hidden,
 };
 use super::plan_claims::{Claimed, Own, claimed};
 use crate::api;
@@ -58,7 +58,7 @@ impl Planner<'_> {
         let unapplied = managed.as_ref().is_some_and(|m| !applied(m));
         let status = managed.and_then(|m| m.status).unwrap_or_default();
         // The live resource's integration, else the one its slug names (adopted if it exists).
-        let keys = (status.id.as_ref(), spec.slug.as_ref());
+        let keys = (status.id.as_deref(), spec.slug.as_deref());
         let found = read_recorded_or_slug(keys, "integration", async |key| {
             self.api.integrations().get(key).await
         })
@@ -256,12 +256,8 @@ impl Planner<'_> {
                 &["slug", "integration", "integrationId", "resetUsage"],
             )
         };
-        let status = status_of(live_object(self.live, provider).await?);
-        let keys = (status.id.as_ref(), spec.slug.as_ref());
-        let found = read_recorded_or_slug(keys, "provider", async |key| {
-            self.api.providers().get(key, Some(spec.workspace())).await
-        })
-        .await?;
+        let get = async |key: &str| self.api.providers().get(key, Some(spec.workspace())).await;
+        let (status, found) = self.counterpart(provider, get).await?;
         let Some((counterpart, remote)) = found else {
             return Ok(entry(Action::Create, None, creation(), None));
         };
@@ -305,12 +301,8 @@ impl Planner<'_> {
             "(every key of secret {})",
             spec.auth_config_secret_ref.name
         ));
-        let status = status_of(live_object(self.live, reference).await?);
-        let keys = (status.id.as_ref(), spec.slug.as_ref());
-        let found = read_recorded_or_slug(keys, "secret reference", async |key| {
-            self.api.secret_references().get(key).await
-        })
-        .await?;
+        let get = async |key: &str| self.api.secret_references().get(key).await;
+        let (_, found) = self.counterpart(reference, get).await?;
         let Some((counterpart, remote)) = found else {
             return Ok(creating(&desired, &["slug"]));
         };

@@ -8,8 +8,7 @@ use serde_json::json;
 
 use super::GitopsError;
 use super::plan::{
-    Action, Entry, Planner, compared_unless_immutable, creating, entry, live_object, plain_changes,
-    read_recorded_or_slug, status_of, to_json,
+    Action, Entry, Planner, compared_unless_immutable, creating, entry, plain_changes, to_json,
 };
 use crate::resources::McpIntegration;
 
@@ -24,12 +23,8 @@ impl Planner<'_> {
             desired["configurationsSecretRef"] =
                 json!(format!("(every key of secret {})", named.name));
         }
-        let status = status_of(live_object(self.live, integration).await?);
-        let keys = (status.id.as_ref(), spec.slug.as_ref());
-        let found = read_recorded_or_slug(keys, "MCP integration", async |key| {
-            self.api.mcp_integrations().get(key).await
-        })
-        .await?;
+        let get = async |key: &str| self.api.mcp_integrations().get(key).await;
+        let (_, found) = self.counterpart(integration, get).await?;
         let Some((counterpart, remote)) = found else {
             return Ok(creating(&desired, &["slug"]));
         };

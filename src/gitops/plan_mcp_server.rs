@@ -6,10 +6,7 @@
 use serde_json::json;
 
 use super::GitopsError;
-use super::plan::{
-    Entry, Live, Planner, compared_unless_fixed, creating, live_object, read_recorded_or_slug,
-    status_of, to_json,
-};
+use super::plan::{Entry, Live, Planner, compared_unless_fixed, creating, to_json};
 use crate::api::McpServersListQuery;
 use crate::resources::McpServer;
 use crate::resources::guardrail::GuardrailMcpServer;
@@ -18,12 +15,8 @@ impl Planner<'_> {
     pub(super) async fn mcp_server(self, server: &McpServer) -> Result<Entry, GitopsError> {
         let spec = &server.spec;
         let desired = to_json(spec);
-        let status = status_of(live_object(self.live, server).await?);
-        let keys = (status.id.as_ref(), spec.slug.as_ref());
-        let found = read_recorded_or_slug(keys, "MCP server", async |key| {
-            self.api.mcp_servers().get(key).await
-        })
-        .await?;
+        let get = async |key: &str| self.api.mcp_servers().get(key).await;
+        let (status, found) = self.counterpart(server, get).await?;
         let Some((counterpart, mut remote)) = found else {
             let fields = ["slug", "integrationRef", "integrationId", "userAccess"];
             return Ok(creating(&desired, &fields));

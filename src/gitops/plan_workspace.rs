@@ -6,8 +6,7 @@ use serde_json::{Value, json};
 
 use super::GitopsError;
 use super::plan::{
-    Action, Entry, Live, Planner, compared, creating, entry, live_object, plain_changes,
-    read_recorded_or_slug, status_of, to_json,
+    Action, Entry, Live, Planner, compared, creating, entry, plain_changes, to_json,
 };
 use super::validate::Object;
 use crate::api;
@@ -19,12 +18,8 @@ impl Planner<'_> {
     pub(super) async fn workspace(self, workspace: &Workspace) -> Result<Entry, GitopsError> {
         let spec = &workspace.spec;
         let desired = to_json(spec);
-        let status = status_of(live_object(self.live, workspace).await?);
-        let keys = (status.id.as_ref(), spec.slug.as_ref());
-        let found = read_recorded_or_slug(keys, "workspace", async |key| {
-            self.api.workspaces().get(key).await
-        })
-        .await?;
+        let get = async |key: &str| self.api.workspaces().get(key).await;
+        let (_, found) = self.counterpart(workspace, get).await?;
         let Some((counterpart, remote)) = found else {
             if let Some(slug) = &spec.slug {
                 return Ok(entry(
