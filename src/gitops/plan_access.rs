@@ -14,6 +14,7 @@ use super::plan::{
 };
 use super::plan_claims::{Claimed, Own, claimed};
 use crate::api;
+use crate::resources::common::SendsSecretValues;
 use crate::resources::config_document::{MarkedDocument, SecretDocument};
 use crate::resources::{Integration, Provider, SecretReference};
 

@@ -11,6 +11,7 @@ use super::plan::{
     Action, Entry, Planner, compared_unless_immutable, creating, entry, plain_changes, to_json,
 };
 use crate::resources::McpIntegration;
+use crate::resources::common::SendsSecretValues;
 
 impl Planner<'_> {
     pub(super) async fn mcp_integration(

@@ -197,6 +197,31 @@ pub trait Recorded {
     }
 }
 
+/// The spec of an organisation kind that sends the values of one Secret, which no read shows
+/// (SecretReference's `auth_config`, McpIntegration's `configurations`): its bodies with those
+/// values filled in, and how a read differs from it.
+pub trait SendsSecretValues {
+    /// The remote object as a read shows it.
+    type Remote;
+    /// The values filled in from the Secret.
+    type Values: Clone + Default;
+    type Create;
+    type Update;
+    /// The field a change of the Secret's values reports as differing: an input, never an
+    /// outside edit.
+    const FROM_SECRET: &'static str;
+    /// The create body with `values` filled in, in the tenant `organisation_id`.
+    fn create_request(&self, values: Self::Values, organisation_id: Option<String>)
+    -> Self::Create;
+    /// The update body, with `values` where they were read.
+    fn update_request(&self, values: Option<Self::Values>) -> Self::Update;
+    /// Fields where `remote` differs from the spec as far as a read can tell (the values read
+    /// masked, if at all).
+    fn diff(&self, remote: &Self::Remote) -> Vec<&'static str>;
+    /// Fixed fields where `remote` differs; no update can fix these.
+    fn immutable_conflicts(&self, remote: &Self::Remote) -> Vec<&'static str>;
+}
+
 /// What a create in flight sent, recorded with its intent (`pendingCreate`), so that a lookup
 /// after a lost answer matches on what was sent (not on a spec edited since) and within the
 /// window the POST could have created something in.

@@ -9,7 +9,7 @@ use serde_with::skip_serializing_none;
 use super::rules;
 use serde_json::{Map, Value};
 
-use super::common::{differing, other_slug, set_and_differs};
+use super::common::{SendsSecretValues, differing, other_slug, set_and_differs};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{CREATE_SETTLED, ManagedStatus, Reword, embeds_managed};
 use crate::api;
@@ -276,10 +276,17 @@ pub struct WantedAccess {
     pub enabled: bool,
 }
 
-impl McpIntegrationSpec {
+impl SendsSecretValues for McpIntegrationSpec {
+    type Remote = api::McpIntegration;
+    /// `None`: the spec names no Secret.
+    type Values = Option<Map<String, Value>>;
+    type Create = api::CreateMcpIntegrationRequest;
+    type Update = api::UpdateMcpIntegrationRequest;
+    const FROM_SECRET: &'static str = "configurations (from spec.configurationsSecretRef)";
+
     /// The create body with `configurations` filled in (`None`: none sent), in the tenant it
     /// names.
-    pub fn create_request(
+    fn create_request(
         &self,
         configurations: Option<Map<String, Value>>,
         organisation_id: Option<String>,
@@ -299,10 +306,11 @@ impl McpIntegrationSpec {
 
     /// The update body: every readable field the spec sets, and `configurations` when given
     /// (replaced whole by the API).
-    pub fn update_request(
+    fn update_request(
         &self,
-        configurations: Option<Map<String, Value>>,
+        configurations: Option<Option<Map<String, Value>>>,
     ) -> api::UpdateMcpIntegrationRequest {
+        let configurations = configurations.flatten();
         api::UpdateMcpIntegrationRequest {
             name: Some(self.name.clone()),
             description: self.description.clone(),
@@ -316,7 +324,7 @@ impl McpIntegrationSpec {
 
     /// Fields where `remote` differs from the spec as far as a read can tell
     /// (`configurations` reads masked: the hash covers it).
-    pub fn diff(&self, remote: &api::McpIntegration) -> Vec<&'static str> {
+    fn diff(&self, remote: &api::McpIntegration) -> Vec<&'static str> {
         differing([
             ("name", self.name != remote.name),
             (
@@ -336,7 +344,7 @@ impl McpIntegrationSpec {
     }
 
     /// Fixed fields where the remote integration differs; no PUT can fix these.
-    pub fn immutable_conflicts(&self, remote: &api::McpIntegration) -> Vec<&'static str> {
+    fn immutable_conflicts(&self, remote: &api::McpIntegration) -> Vec<&'static str> {
         differing([("slug", other_slug(self.slug.as_ref(), &remote.slug))])
     }
 }

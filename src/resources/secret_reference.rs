@@ -11,7 +11,7 @@ use serde_with::skip_serializing_none;
 use super::rules;
 use serde_json::{Map, Value};
 
-use super::common::{differing, other_slug, set_and_differs};
+use super::common::{SendsSecretValues, differing, other_slug, set_and_differs};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{CREATE_SETTLED, ManagedStatus, Reword, embeds_managed};
 use crate::api;
@@ -182,9 +182,18 @@ impl SecretReferenceSpec {
     fn allowed(&self) -> Option<Vec<String>> {
         (!self.allow_all()).then(|| self.allowed_workspaces.clone())
     }
+}
+
+impl SendsSecretValues for SecretReferenceSpec {
+    type Remote = api::SecretReference;
+    type Values = Map<String, Value>;
+    type Create = api::CreateSecretReferenceRequest;
+    type Update = api::UpdateSecretReferenceRequest;
+    const FROM_SECRET: &'static str =
+        "authConfig (from spec.authConfigSecretRef) or allowedWorkspaces";
 
     /// The create body with `auth_config` filled in, in the tenant it names.
-    pub fn create_request(
+    fn create_request(
         &self,
         auth_config: Map<String, Value>,
         organisation_id: Option<String>,
@@ -205,7 +214,7 @@ impl SecretReferenceSpec {
     }
 
     /// The update body: every field the spec sets, `auth_config` included (merged by the API).
-    pub fn update_request(
+    fn update_request(
         &self,
         auth_config: Option<Map<String, Value>>,
     ) -> api::UpdateSecretReferenceRequest {
@@ -224,7 +233,7 @@ impl SecretReferenceSpec {
 
     /// Fields where `remote` differs from the spec as far as a read can tell (`auth_config`
     /// reads masked and the allowed workspaces not at all: the hash covers them).
-    pub fn diff(&self, remote: &api::SecretReference) -> Vec<&'static str> {
+    fn diff(&self, remote: &api::SecretReference) -> Vec<&'static str> {
         let allow_all = remote.allow_all_workspaces;
         let tags = self.tags_object();
         differing([
@@ -250,7 +259,7 @@ impl SecretReferenceSpec {
     }
 
     /// Fixed fields where the remote reference differs; no PUT can fix these.
-    pub fn immutable_conflicts(&self, remote: &api::SecretReference) -> Vec<&'static str> {
+    fn immutable_conflicts(&self, remote: &api::SecretReference) -> Vec<&'static str> {
         let manager = remote.manager_type.as_deref();
         differing([
             (

@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 
 use super::Cx;
 use super::create::{Candidate, Lookup, by_slug_or_name};
-use super::verbs::Verbs;
+use super::verbs::{Comparison, Verbs};
 use crate::api::{
     self, ApiError, Client, Integrations, IntegrationsListQuery, Listing, McpIntegrations, Reading,
     SecretReferences, SecretReferencesListQuery,
@@ -50,6 +50,13 @@ pub trait Calls<K: Verbs> {
         client: &Client,
         desired: &K::Desired,
     ) -> impl Future<Output = Result<Self::Posted, ApiError>> + Send;
+    /// How `remote` differs from `desired`. Pure.
+    fn compare(
+        kind: &K,
+        desired: &K::Desired,
+        remote: &Self::Remote,
+        status: &K::Status,
+    ) -> Comparison;
     /// PUTs what differs.
     fn update(
         kind: &K,
@@ -111,6 +118,8 @@ pub trait Handle: 'static {
         key: &str,
         tenant: Option<&str>,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// The name `request` creates the object with.
+    fn sent_name(request: &Self::Create) -> &str;
     /// The key `remote` is read by.
     fn key(remote: &Self::Remote) -> String;
     /// The key an update of `remote` addresses (its UUID).
@@ -125,11 +134,16 @@ pub trait Handle: 'static {
     fn of_organisation(remote: &Self::Remote) -> bool;
 }
 
-/// What a kind whose calls are its handle's ([`Through`]) supplies: its request bodies, and
-/// what a delete needs first.
+/// What a kind whose calls are its handle's ([`Through`]) supplies: its request bodies, how a
+/// read differs from them, and what a delete needs first.
 pub trait Bodies<H: Handle>: Verbs {
-    /// The name a create sends, for its intent.
-    fn sent_name(&self) -> String;
+    /// [`Calls::compare`].
+    fn compare(
+        &self,
+        desired: &Self::Desired,
+        remote: &H::Remote,
+        status: &Self::Status,
+    ) -> Comparison;
     /// The body a create of `desired` sends.
     fn create_request(&self, desired: &Self::Desired) -> H::Create;
     /// The body an update to `desired` sends.
@@ -148,7 +162,7 @@ pub trait Bodies<H: Handle>: Verbs {
 /// The calls of a kind, made through its client handle `H` ([`Bodies`]).
 pub struct Through<H>(PhantomData<fn() -> H>);
 
-impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
+impl<K: Bodies<H, Desired: Default>, H: Handle> Calls<K> for Through<H> {
     type Remote = H::Remote;
     type Found = H::Remote;
     type Posted = H::Posted;
@@ -171,7 +185,8 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
         H::get(client, key).await.map(Some)
     }
     fn sent(kind: &K, cx: &Cx<'_, K>, desired: &K::Desired) -> CreateAttempt {
-        cx.create_attempt(Some(kind.sent_name()), None, &kind.create_request(desired))
+        let request = kind.create_request(desired);
+        cx.create_attempt(Some(H::sent_name(&request).into()), None, &request)
     }
     async fn create(
         kind: &K,
@@ -179,6 +194,14 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
         desired: &K::Desired,
     ) -> Result<H::Posted, ApiError> {
         H::create(client, &kind.create_request(desired)).await
+    }
+    fn compare(
+        kind: &K,
+        desired: &K::Desired,
+        remote: &H::Remote,
+        status: &K::Status,
+    ) -> Comparison {
+        kind.compare(desired, remote, status)
     }
     async fn update(
         kind: &K,
@@ -198,8 +221,9 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
         let tenant = kind.before_remote_delete(cx).await;
         H::delete(client, key, tenant.as_deref()).await
     }
-    /// The organisation's object with the name the create sent (and the slug, when the spec
-    /// names one), created within its window, claimed by no other resource, in a complete
+    /// The organisation's object with the name the create sent (as its intent recorded it; for
+    /// an intent recorded without one, the name a create sends now), and the slug when the spec
+    /// names one, created within its window, claimed by no other resource, in a complete
     /// listing, and taken only under the adoption grant ([`by_slug_or_name`]).
     async fn find_created(
         kind: &K,
@@ -209,8 +233,8 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
         let listing = cx
             .read(format!("list {}s", K::WHAT), |client| H::listing(client))
             .await?;
-        let name = kind.sent_name();
-        let identity = (kind.named_remote(), name.as_str());
+        let request = kind.create_request(&K::Desired::default());
+        let identity = (kind.named_remote(), H::sent_name(&request));
         by_slug_or_name(cx, status, listing, identity, K::WHAT, H::of_organisation).await
     }
 }
@@ -253,6 +277,13 @@ pub trait OwnCalls: Verbs {
         client: &Client,
         desired: &Self::Desired,
     ) -> impl Future<Output = Post<Self>> + Send;
+    /// [`Calls::compare`].
+    fn compare(
+        &self,
+        desired: &Self::Desired,
+        remote: &Self::Remote,
+        status: &Self::Status,
+    ) -> Comparison;
     /// [`Calls::update`].
     fn update(
         &self,
@@ -372,6 +403,14 @@ impl<K: OwnCalls> Calls<K> for Own {
     ) -> impl Future<Output = Result<K::Posted, ApiError>> + Send {
         kind.create(client, desired)
     }
+    fn compare(
+        kind: &K,
+        desired: &K::Desired,
+        remote: &K::Remote,
+        status: &K::Status,
+    ) -> Comparison {
+        kind.compare(desired, remote, status)
+    }
     fn update(
         kind: &K,
         client: &Client,
@@ -431,6 +470,9 @@ macro_rules! handle {
             }
             async fn delete($c: &Client, $k: &str, $t: Option<&str>) -> Result<(), ApiError> {
                 $delete.await
+            }
+            fn sent_name(request: &Self::Create) -> &str {
+                &request.name
             }
             fn key(remote: &Self::Remote) -> String {
                 key_or(&remote.slug, &remote.id)

@@ -193,7 +193,7 @@ pub(super) async fn found<K: Verbs>(
     );
     let comparison = remote
         .as_ref()
-        .map(|remote| object.compare(&desired, remote, status));
+        .map(|remote| K::Calls::compare(object, &desired, remote, status));
     let step = decide(comparison.as_ref(), applied);
     Ok((desired, remote, comparison, step))
 }
@@ -220,7 +220,7 @@ pub async fn observe_only<K: Verbs>(
     let Some(remote) = observe(object, cx, status, &desired).await? else {
         return Ok(Vec::new());
     };
-    let mut fields = object.compare(&desired, &remote, status).fields();
+    let mut fields = K::Calls::compare(object, &desired, &remote, status).fields();
     fields.extend(object.sub_resources_differ(cx, status).await?);
     Ok(fields)
 }

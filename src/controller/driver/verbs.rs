@@ -18,7 +18,8 @@ use crate::api::ApiError;
 use crate::controller::error::{Error, Halt};
 use crate::resources::common::{DriftCorrection, Recorded};
 
-/// How the remote object differs from the desired state ([`Verbs::compare`]).
+/// How the remote object differs from the desired state
+/// ([`crate::controller::driver::calls::Calls::compare`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Comparison {
     /// Fields no update can change: the remote object is refused (`Stalled/InvalidSpec`).
@@ -100,13 +101,6 @@ pub trait Verbs: Managed {
             None => Either::Right(self.resolve(cx, status)),
         }
     }
-    /// How `remote` differs from `desired`. Pure.
-    fn compare(
-        &self,
-        desired: &Self::Desired,
-        remote: &Remote<Self>,
-        status: &Self::Status,
-    ) -> Comparison;
     /// The key of the remote object this resource recorded in `status` (id or slug): what its
     /// status records it by ([`Recorded::recorded_remote`]).
     fn recorded(status: &Self::Status) -> Option<String> {

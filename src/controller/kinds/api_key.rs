@@ -129,18 +129,6 @@ impl Verbs for ApiKey {
     async fn observed_inputs(&self, _cx: &Cx<'_, Self>, status: &mut ApiKeyStatus) -> Inputs<Self> {
         Ok(status.config_id.clone())
     }
-    fn compare(
-        &self,
-        config_id: &Option<String>,
-        remote: &api::ApiKey,
-        _status: &ApiKeyStatus,
-    ) -> Comparison {
-        Comparison {
-            immutable: self.spec.immutable_conflicts(remote),
-            differs: self.spec.update_for(remote, config_id.as_deref()).0,
-            inputs: Vec::new(),
-        }
-    }
     /// A key gone takes its id with it.
     fn record(status: &mut ApiKeyStatus, remote: Option<&api::ApiKey>) {
         status.remote_updated_at = remote.and_then(|r| r.last_updated_at.clone());
@@ -191,6 +179,18 @@ impl OwnCalls for ApiKey {
             .api_keys(self.spec.kind.to_api())
             .create(&request)
             .await
+    }
+    fn compare(
+        &self,
+        config_id: &Option<String>,
+        remote: &api::ApiKey,
+        _status: &ApiKeyStatus,
+    ) -> Comparison {
+        Comparison {
+            immutable: self.spec.immutable_conflicts(remote),
+            differs: self.spec.update_for(remote, config_id.as_deref()).0,
+            inputs: Vec::new(),
+        }
     }
     async fn update(
         &self,

@@ -145,30 +145,6 @@ impl Verbs for Config {
             references: Vec::new(),
         })
     }
-    /// A config has no fixed fields; `secretRefs` differs when a Secret value changed (an
-    /// input, not an outside edit).
-    fn compare(
-        &self,
-        desired: &Resolved,
-        remote: &ConfigDetail,
-        status: &ConfigStatus,
-    ) -> Comparison {
-        let mut differs = desired.config.spec.diff_without_secrets(remote);
-        let mut inputs = Vec::new();
-        if desired
-            .secrets
-            .as_ref()
-            .is_some_and(|s| s.secret_hash != status.secret_hash)
-        {
-            differs.push("secretRefs");
-            inputs.push("secretRefs");
-        }
-        Comparison {
-            immutable: Vec::new(),
-            differs,
-            inputs,
-        }
-    }
     /// Never while an ApiKey's requests use the config (its `defaults.config`, or a
     /// ConfigRollout's `aigw.io/rollout-config` asked or applied) or a ConfigRollout names it:
     /// a key is never left pointing at a deleted config.
@@ -291,6 +267,30 @@ impl OwnCalls for Config {
             }
         };
         Ok((created, read))
+    }
+    /// A config has no fixed fields; `secretRefs` differs when a Secret value changed (an
+    /// input, not an outside edit).
+    fn compare(
+        &self,
+        desired: &Resolved,
+        remote: &ConfigDetail,
+        status: &ConfigStatus,
+    ) -> Comparison {
+        let mut differs = desired.config.spec.diff_without_secrets(remote);
+        let mut inputs = Vec::new();
+        if desired
+            .secrets
+            .as_ref()
+            .is_some_and(|s| s.secret_hash != status.secret_hash)
+        {
+            differs.push("secretRefs");
+            inputs.push("secretRefs");
+        }
+        Comparison {
+            immutable: Vec::new(),
+            differs,
+            inputs,
+        }
     }
     async fn update(
         &self,

@@ -64,17 +64,6 @@ impl Verbs for Deployment {
     async fn resolve(&self, _cx: &Cx<'_, Self>, _: &mut DeploymentStatus) -> Inputs<Self> {
         Ok(())
     }
-    fn compare(
-        &self,
-        _desired: &(),
-        remote: &api::Deployment,
-        _status: &DeploymentStatus,
-    ) -> Comparison {
-        Comparison {
-            differs: self.spec.diff(remote),
-            ..Default::default()
-        }
-    }
     /// Adopting reaches a gateway made outside aigw: everything it serves must be granted too
     /// (its workspaces; the organisation, if it is the default gateway).
     async fn reach_adopted(
@@ -166,6 +155,17 @@ impl OwnCalls for Deployment {
     async fn create(&self, client: &Client, _desired: &()) -> Result<DeploymentCreated, ApiError> {
         let request = self.spec.create_request(created_uid(self));
         client.deployments().create(&request).await
+    }
+    fn compare(
+        &self,
+        _desired: &(),
+        remote: &api::Deployment,
+        _status: &DeploymentStatus,
+    ) -> Comparison {
+        Comparison {
+            differs: self.spec.diff(remote),
+            ..Default::default()
+        }
     }
     async fn update(&self, client: &Client, _desired: &(), remote: &api::Deployment) -> Put<Self> {
         client

@@ -85,14 +85,6 @@ macro_rules! guardrail_kind {
             async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut GuardrailStatus) -> Inputs<Self> {
                 Ok(Some(resolve(self, cx).await?))
             }
-            fn compare(
-                &self,
-                desired: &Option<Desired>,
-                remote: &GuardrailDetails,
-                status: &GuardrailStatus,
-            ) -> Comparison {
-                compare(self, desired.as_ref(), remote, status)
-            }
             fn refuses(remote: &GuardrailDetails) -> Option<String> {
                 Self::other_kind(remote)
             }
@@ -175,6 +167,14 @@ macro_rules! guardrail_kind {
             async fn create(&self, client: &Client, desired: &Option<Desired>) -> Post<Self> {
                 let request = create_request(self, desired.as_ref());
                 plane::<Self>(client).create(&request).await
+            }
+            fn compare(
+                &self,
+                desired: &Option<Desired>,
+                remote: &GuardrailDetails,
+                status: &GuardrailStatus,
+            ) -> Comparison {
+                compare(self, desired.as_ref(), remote, status)
             }
             async fn update(
                 &self,

@@ -101,22 +101,6 @@ impl Verbs for Integration {
         let mappings = secret_mappings(self, cx.ctx)?;
         Ok(Some(Written::new(cx, Sent { document, mappings }, hash)))
     }
-    fn compare(
-        &self,
-        desired: &Option<Written>,
-        remote: &RemoteIntegration,
-        status: &IntegrationStatus,
-    ) -> Comparison {
-        let mut differs = self.spec.diff(remote);
-        let wanted = desired.as_ref().and_then(|w| w.values.mappings.as_deref());
-        if wanted.is_some_and(|m| !same_mappings(m, remote.secret_mappings.as_deref())) {
-            differs.push("secretMappings");
-        }
-        let readable = (self.spec.immutable_conflicts(remote), differs);
-        // The field a change of the write-only values reports: an input, never an outside edit.
-        const WRITE_ONLY: &str = "write-only values (key, configurations)";
-        secret_inputs::compare(desired, &status.secret_hash, WRITE_ONLY, readable)
-    }
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let users = crate::controller::kinds::provider::naming(self, cx.ctx).await?;
         let until = "no Provider binds it";
@@ -141,8 +125,21 @@ impl Verbs for Integration {
 }
 
 impl Bodies<api::Integrations<'static>> for Integration {
-    fn sent_name(&self) -> String {
-        self.spec.name.clone()
+    fn compare(
+        &self,
+        desired: &Option<Written>,
+        remote: &RemoteIntegration,
+        status: &IntegrationStatus,
+    ) -> Comparison {
+        let mut differs = self.spec.diff(remote);
+        let wanted = desired.as_ref().and_then(|w| w.values.mappings.as_deref());
+        if wanted.is_some_and(|m| !same_mappings(m, remote.secret_mappings.as_deref())) {
+            differs.push("secretMappings");
+        }
+        let readable = (self.spec.immutable_conflicts(remote), differs);
+        // The field a change of the write-only values reports: an input, never an outside edit.
+        const WRITE_ONLY: &str = "write-only values (key, configurations)";
+        secret_inputs::compare(desired, status.secret_hash.as_ref(), WRITE_ONLY, readable)
     }
     /// The spec with the write-only values filled in, in the tenant it names.
     fn create_request(&self, desired: &Option<Written>) -> api::CreateIntegrationRequest {

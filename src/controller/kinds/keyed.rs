@@ -77,6 +77,11 @@ impl<'a> Record<'a> {
 /// A status that records a remote object by its id and slug ([`Identified`]).
 pub trait Keyed {
     fn keyed(&mut self) -> Record<'_>;
+    /// The hash of what was last sent from Secrets (`status.secretHash`), for a kind that sends
+    /// any.
+    fn secret_hash(&self) -> Option<&String> {
+        None
+    }
 }
 
 /// A key recorded as given, an empty one as none.
@@ -202,6 +207,9 @@ macro_rules! keyed {
                 let hash = None$(.or(Some(&mut self.$hash)))?;
                 Record::of((&mut self.id, &mut self.slug), &mut self.last_applied_at, hash)
             }
+            $(fn secret_hash(&self) -> Option<&String> {
+                self.$hash.as_ref()
+            })?
         }
 
         /// Its own timestamp is `lastAppliedAt`.

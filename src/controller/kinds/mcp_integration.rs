@@ -19,19 +19,19 @@ use serde_json::{Map, Value};
 
 use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration, Reading};
 use crate::controller::Context;
-use crate::controller::driver::calls::{Bodies, Through};
+use crate::controller::driver::calls::Through;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{Ref, ready_named};
 use crate::controller::driver::verbs::{
-    Changes, Comparison, Differing, Inputs, Made, STILL_REFERENCED, Verbs, refused_in_use,
-    removed_once, still_referenced,
+    Changes, Differing, Inputs, Made, STILL_REFERENCED, Verbs, refused_in_use, removed_once,
+    still_referenced,
 };
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::cluster_secret;
 use crate::controller::kinds::config_refs::{self, ReadsSecrets};
 use crate::controller::kinds::keyed;
-use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
+use crate::controller::kinds::secret_inputs::{self, sent_hash};
 use crate::controller::kinds::sub_resources::{self, Part, WORKSPACE_ACCESS};
 use crate::controller::state::triggers::Triggers;
 use crate::resources::Workspace;
@@ -109,20 +109,6 @@ impl Verbs for McpIntegration {
             .as_ref()
             .and_then(|c| secret_inputs::hash(cx, c));
         Ok(Some(Written::new(cx, configurations, hash)))
-    }
-    fn compare(
-        &self,
-        desired: &Option<Written>,
-        remote: &RemoteIntegration,
-        status: &McpIntegrationStatus,
-    ) -> Comparison {
-        let readable = (
-            self.spec.immutable_conflicts(remote),
-            self.spec.diff(remote),
-        );
-        // The field a change of the Secret reports: an input, never an outside edit.
-        const CONFIGURATIONS: &str = "configurations (from spec.configurationsSecretRef)";
-        secret_inputs::compare(desired, &status.secret_hash, CONFIGURATIONS, readable)
     }
     /// A workspace's own MCP integration (`workspace_id` set) is not the organisation's.
     fn refuses(remote: &RemoteIntegration) -> Option<String> {
@@ -240,27 +226,6 @@ impl Verbs for McpIntegration {
             }
         }
         Ok(fields)
-    }
-}
-
-impl Bodies<api::McpIntegrations<'static>> for McpIntegration {
-    fn sent_name(&self) -> String {
-        self.spec.name.clone()
-    }
-    /// The spec with `configurations` filled in, in the tenant it names.
-    fn create_request(&self, desired: &Option<Written>) -> api::CreateMcpIntegrationRequest {
-        let (configurations, organisation) = create_parts(desired);
-        self.spec.create_request(configurations, organisation)
-    }
-    fn update_request(&self, desired: &Option<Written>) -> api::UpdateMcpIntegrationRequest {
-        let configurations = desired.as_ref().and_then(|w| w.values.clone());
-        self.spec.update_request(configurations)
-    }
-    /// The configurations this resource sends are concealed (a Secret gone by now leaves
-    /// nothing to conceal).
-    async fn before_remote_delete(&self, cx: &Cx<'_, Self>) -> Option<String> {
-        let _ = read_configurations(self, cx).await;
-        None
     }
 }
 

@@ -83,18 +83,6 @@ impl Verbs for McpServer {
             keys: integration_keys(self, cx.ctx, status),
         })
     }
-    fn compare(
-        &self,
-        desired: &Instantiates,
-        remote: &RemoteServer,
-        _: &McpServerStatus,
-    ) -> Comparison {
-        Comparison {
-            immutable: self.spec.immutable_conflicts(remote, &desired.keys()),
-            differs: self.spec.update_for(remote).0,
-            inputs: Vec::new(),
-        }
-    }
     /// A server of the slug in another workspace or of another integration.
     fn not_adoptable(&self, desired: &Instantiates, remote: &RemoteServer) -> Option<String> {
         let conflicts = |keys: &[&str]| self.spec.immutable_conflicts(remote, keys);
@@ -197,6 +185,18 @@ impl OwnCalls for McpServer {
             .spec
             .create_request(desired.id.as_deref().unwrap_or_default());
         client.mcp_servers().create(&request).await
+    }
+    fn compare(
+        &self,
+        desired: &Instantiates,
+        remote: &RemoteServer,
+        _: &McpServerStatus,
+    ) -> Comparison {
+        Comparison {
+            immutable: self.spec.immutable_conflicts(remote, &desired.keys()),
+            differs: self.spec.update_for(remote).0,
+            inputs: Vec::new(),
+        }
     }
     async fn update(&self, client: &Client, _: &Instantiates, remote: &RemoteServer) -> Put<Self> {
         let (_, update) = self.spec.update_for(remote);

@@ -82,13 +82,6 @@ impl<P: PolicyKind> Verbs for P {
     async fn resolve(&self, _cx: &Cx<'_, P>, _status: &mut P::Status) -> Result<P, Halt> {
         Ok(self.clone())
     }
-    fn compare(&self, desired: &P, remote: &P::Remote, _status: &P::Status) -> Comparison {
-        Comparison {
-            immutable: desired.immutable_conflicts(remote),
-            differs: desired.diff(remote),
-            inputs: Vec::new(),
-        }
-    }
     fn record(status: &mut P::Status, remote: Option<&P::Remote>) {
         let facts = remote.map(P::facts);
         let record = status.policy_record();
@@ -155,6 +148,13 @@ impl<P: PolicyKind> OwnCalls for P {
     }
     async fn create(&self, client: &Client, desired: &P) -> Result<String, ApiError> {
         <P as Policy>::create(desired, client).await
+    }
+    fn compare(&self, desired: &P, remote: &P::Remote, _status: &P::Status) -> Comparison {
+        Comparison {
+            immutable: desired.immutable_conflicts(remote),
+            differs: desired.diff(remote),
+            inputs: Vec::new(),
+        }
     }
     async fn update(&self, client: &Client, desired: &P, remote: &P::Remote) -> Put<Self> {
         <P as Policy>::update(desired, client, P::facts(remote).id).await

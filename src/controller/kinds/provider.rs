@@ -86,26 +86,6 @@ impl Verbs for Provider {
             reset: false,
         })
     }
-    fn compare(
-        &self,
-        desired: &Binding,
-        remote: &RemoteProvider,
-        _: &ProviderStatus,
-    ) -> Comparison {
-        let (differs, _) = self.spec.update_for(remote, desired.reset);
-        Comparison {
-            immutable: self
-                .spec
-                .immutable_conflicts(remote, &desired.integration.keys()),
-            // A usage reset is asked for by the spec: the update it is part of is no drift.
-            inputs: if desired.reset {
-                differs.clone()
-            } else {
-                Vec::new()
-            },
-            differs,
-        }
-    }
     /// A provider of the slug binds another integration (or lives in another workspace).
     fn not_adoptable(&self, desired: &Binding, remote: &RemoteProvider) -> Option<String> {
         let conflicts = |keys: &[&str]| self.spec.immutable_conflicts(remote, keys);
@@ -204,6 +184,26 @@ impl OwnCalls for Provider {
             .providers()
             .create(&create_request(self, desired))
             .await
+    }
+    fn compare(
+        &self,
+        desired: &Binding,
+        remote: &RemoteProvider,
+        _: &ProviderStatus,
+    ) -> Comparison {
+        let (differs, _) = self.spec.update_for(remote, desired.reset);
+        Comparison {
+            immutable: self
+                .spec
+                .immutable_conflicts(remote, &desired.integration.keys()),
+            // A usage reset is asked for by the spec: the update it is part of is no drift.
+            inputs: if desired.reset {
+                differs.clone()
+            } else {
+                Vec::new()
+            },
+            differs,
+        }
     }
     async fn update(
         &self,

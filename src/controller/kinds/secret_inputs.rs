@@ -2,10 +2,15 @@
 //! McpIntegration, Integration) are written with ([`Written`]), and how a change of those
 //! values is found: by the keyed hash of what was sent (`status.secretHash`), never by a read.
 
+use kube::core::object::{HasSpec, HasStatus};
+
+use crate::controller::driver::calls::{Bodies, Handle};
 use crate::controller::driver::create::body_hash;
 use crate::controller::driver::gate::tenant_id;
-use crate::controller::driver::verbs::Comparison;
+use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Cx, Managed};
+use crate::controller::kinds::keyed::Keyed;
+use crate::resources::common::SendsSecretValues;
 
 /// What a kind sends: `values` (Secret values filled in), the hash of what a read never shows,
 /// and the tenant a create names; no `Debug`, so nothing prints the values. A kind's inputs are
@@ -94,14 +99,14 @@ pub fn create_parts<T: Clone + Default>(desired: &Option<Written<T>>) -> (T, Opt
 /// an outside edit.
 pub fn compare<T>(
     desired: &Option<Written<T>>,
-    recorded: &Option<String>,
+    recorded: Option<&String>,
     field: &'static str,
     (immutable, mut differs): (Vec<&'static str>, Vec<&'static str>),
 ) -> Comparison {
     let mut inputs = Vec::new();
     if desired
         .as_ref()
-        .is_some_and(|w| w.hash.is_some() && w.hash != *recorded)
+        .is_some_and(|w| w.hash.is_some() && w.hash.as_ref() != recorded)
     {
         differs.push(field);
         inputs.push(field);
@@ -110,5 +115,39 @@ pub fn compare<T>(
         immutable,
         differs,
         inputs,
+    }
+}
+
+/// [`Bodies`] of a kind whose spec sends the values of one Secret ([`SendsSecretValues`]): the
+/// spec's bodies with the values [`Verbs::resolve`] read filled in, and the spec's comparison
+/// with a read, a change of the values found by their hash ([`compare`]). Before a delete the
+/// values are read once more, so that what a refusal may echo is concealed (a Secret gone by
+/// now leaves nothing to conceal).
+impl<K, H, V> Bodies<H> for K
+where
+    H: Handle,
+    K: Verbs<Desired = Option<Written<V>>> + HasSpec + HasStatus<Status: Keyed>,
+    K::Spec: SendsSecretValues<Values = V, Remote = H::Remote, Create = H::Create>
+        + SendsSecretValues<Update = H::Update>,
+    V: Clone + Default + Send + Sync,
+{
+    fn compare(&self, desired: &K::Desired, remote: &H::Remote, status: &K::Status) -> Comparison {
+        let spec = self.spec();
+        let readable = (spec.immutable_conflicts(remote), spec.diff(remote));
+        let recorded = status.secret_hash();
+        compare(desired, recorded, K::Spec::FROM_SECRET, readable)
+    }
+    fn create_request(&self, desired: &K::Desired) -> H::Create {
+        let (values, organisation) = create_parts(desired);
+        self.spec().create_request(values, organisation)
+    }
+    fn update_request(&self, desired: &K::Desired) -> H::Update {
+        let values = desired.as_ref().map(|w| w.values.clone());
+        self.spec().update_request(values)
+    }
+    async fn before_remote_delete(&self, cx: &Cx<'_, Self>) -> Option<String> {
+        let mut status = self.status().cloned().unwrap_or_default();
+        let _ = self.resolve(cx, &mut status).await;
+        None
     }
 }

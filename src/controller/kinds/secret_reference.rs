@@ -12,18 +12,16 @@
 use kube::ResourceExt;
 use serde_json::{Map, Value};
 
-use crate::api::{self, ApiError, SecretReference as RemoteReference};
+use crate::api::{self, ApiError};
 use crate::controller::Context;
-use crate::controller::driver::calls::{Bodies, Through};
+use crate::controller::driver::calls::Through;
 use crate::controller::driver::referenced::names;
-use crate::controller::driver::verbs::{
-    Comparison, Inputs, Verbs, refused_in_use, still_referenced,
-};
+use crate::controller::driver::verbs::{Inputs, Verbs, refused_in_use, still_referenced};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::cluster_secret;
 use crate::controller::kinds::config_refs::{self, ReadsSecrets};
-use crate::controller::kinds::secret_inputs::{self, create_parts};
+use crate::controller::kinds::secret_inputs::{self};
 use crate::controller::state::triggers::Triggers;
 use crate::resources::common::Recorded;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
@@ -73,20 +71,6 @@ impl Verbs for SecretReference {
         let hash = secret_inputs::hash(cx, &unreadable(self, &auth_config));
         Ok(Some(Written::new(cx, auth_config, hash)))
     }
-    fn compare(
-        &self,
-        desired: &Option<Written>,
-        remote: &RemoteReference,
-        status: &SecretReferenceStatus,
-    ) -> Comparison {
-        let readable = (
-            self.spec.immutable_conflicts(remote),
-            self.spec.diff(remote),
-        );
-        // The field a change of the unreadable inputs reports: an input, never an outside edit.
-        const UNREADABLE: &str = "authConfig (from spec.authConfigSecretRef) or allowedWorkspaces";
-        secret_inputs::compare(desired, &status.secret_hash, UNREADABLE, readable)
-    }
     /// Waits while an Integration resource maps a field to the reference (by resource, or by
     /// its UUID or slug), naming them: the API would refuse the delete too, but later.
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
@@ -104,30 +88,6 @@ impl Verbs for SecretReference {
             .then(|| refused_in_use::<Self>(key, message, "nothing maps to it"))
     }
     secret_inputs::records_sent!();
-}
-
-impl Bodies<api::SecretReferences<'static>> for SecretReference {
-    fn sent_name(&self) -> String {
-        self.spec.name.clone()
-    }
-    /// The spec with `auth_config` filled in, in the tenant it names.
-    fn create_request(&self, desired: &Option<Written>) -> api::CreateSecretReferenceRequest {
-        let (auth_config, organisation) = create_parts(desired);
-        self.spec.create_request(auth_config, organisation)
-    }
-    fn update_request(&self, desired: &Option<Written>) -> api::UpdateSecretReferenceRequest {
-        let auth_config = desired.as_ref().map(|w| w.values.clone());
-        self.spec.update_request(auth_config)
-    }
-    /// The `auth_config` values are concealed (a Secret gone by now leaves nothing to conceal).
-    async fn before_remote_delete(&self, cx: &Cx<'_, Self>) -> Option<String> {
-        if let Ok(auth_config) = read_auth_config(self, cx.ctx).await {
-            for value in auth_config.values().filter_map(Value::as_str) {
-                cx.conceal(value);
-            }
-        }
-        None
-    }
 }
 
 /// What a read never shows: `auth_config` and the allowed workspaces, whose hash

@@ -88,25 +88,6 @@ impl Verbs for Workspace {
             pending,
         })
     }
-    fn compare(
-        &self,
-        desired: &Desired,
-        remote: &RemoteWorkspace,
-        _: &WorkspaceStatus,
-    ) -> Comparison {
-        let mut immutable = Vec::new();
-        if let Some(slug) = &self.spec.slug
-            && !remote.slug.is_empty()
-            && &remote.slug != slug
-        {
-            immutable.push("slug");
-        }
-        Comparison {
-            immutable,
-            differs: desired.settings.diff(remote),
-            inputs: Vec::new(),
-        }
-    }
     /// The first of the three calls: this resource's IAM scope, made once.
     async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Desired) -> Result<(), Halt> {
         let scope = require_scope(desired)?;
@@ -351,6 +332,25 @@ impl OwnCalls for Workspace {
         let scope = desired.scope.as_ref().map(|s| s.name.as_str());
         let request = desired.settings.create_request(scope.unwrap_or_default());
         client.workspaces().create(&request).await
+    }
+    fn compare(
+        &self,
+        desired: &Desired,
+        remote: &RemoteWorkspace,
+        _: &WorkspaceStatus,
+    ) -> Comparison {
+        let mut immutable = Vec::new();
+        if let Some(slug) = &self.spec.slug
+            && !remote.slug.is_empty()
+            && &remote.slug != slug
+        {
+            immutable.push("slug");
+        }
+        Comparison {
+            immutable,
+            differs: desired.settings.diff(remote),
+            inputs: Vec::new(),
+        }
     }
     async fn update(
         &self,
