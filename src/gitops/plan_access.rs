@@ -14,7 +14,7 @@ use super::plan::{
 };
 use super::plan_claims::{Claimed, Own, claimed};
 use crate::api;
-use crate::resources::common::SendsSecretValues;
+use crate::resources::common::{Recorded, SendsSecretValues};
 use crate::resources::config_document::{MarkedDocument, SecretDocument};
 use crate::resources::{Integration, Provider, SecretReference};
 
@@ -59,7 +59,7 @@ impl Planner<'_> {
         let unapplied = managed.as_ref().is_some_and(|m| !applied(m));
         let status = managed.and_then(|m| m.status).unwrap_or_default();
         // The live resource's integration, else the one its slug names (adopted if it exists).
-        let keys = (status.id.as_deref(), spec.slug.as_deref());
+        let keys = (status.recorded_remote(), spec.slug.as_deref());
         let found = read_recorded_or_slug(keys, "integration", async |key| {
             self.api.integrations().get(key).await
         })

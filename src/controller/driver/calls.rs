@@ -144,13 +144,14 @@ pub trait Bodies<H: Handle>: Verbs {
         remote: &H::Remote,
         status: &Self::Status,
     ) -> Comparison;
-    /// The body a create of `desired` sends.
+    /// The body a create of `desired` sends. The name in it is the spec's alone: a lookup after
+    /// a lost answer takes it from the body of no inputs when the intent recorded no attempt.
     fn create_request(&self, desired: &Self::Desired) -> H::Create;
     /// The body an update to `desired` sends.
     fn update_request(&self, desired: &Self::Desired) -> H::Update;
     /// Before a delete: what a refusal may echo is concealed (the Secret values this resource
-    /// sends, read for that alone, which an operator restarted since its last write does not
-    /// remember); the tenant the delete names.
+    /// sends, read again: an operator restarted since its last write does not remember them);
+    /// the tenant the delete names.
     fn before_remote_delete(
         &self,
         _cx: &Cx<'_, Self>,
@@ -222,8 +223,8 @@ impl<K: Bodies<H, Desired: Default>, H: Handle> Calls<K> for Through<H> {
         H::delete(client, key, tenant.as_deref()).await
     }
     /// The organisation's object with the name the create sent (as its intent recorded it; for
-    /// an intent recorded without one, the name a create sends now), and the slug when the spec
-    /// names one, created within its window, claimed by no other resource, in a complete
+    /// an intent recorded with no attempt, by a release before attempts were recorded, the name
+    /// a create sends now), and the slug when the spec names one, created within its window, claimed by no other resource, in a complete
     /// listing, and taken only under the adoption grant ([`by_slug_or_name`]).
     async fn find_created(
         kind: &K,

@@ -77,11 +77,13 @@ impl<'a> Record<'a> {
 /// A status that records a remote object by its id and slug ([`Identified`]).
 pub trait Keyed {
     fn keyed(&mut self) -> Record<'_>;
-    /// The hash of what was last sent from Secrets (`status.secretHash`), for a kind that sends
-    /// any.
-    fn secret_hash(&self) -> Option<&String> {
-        None
-    }
+}
+
+/// A [`Keyed`] status that keeps the hash of what was last sent from Secrets
+/// (`status.secretHash`): only those of kinds that send any implement it, so a kind that sends
+/// Secret values cannot compare without the hash.
+pub trait SentHash: Keyed {
+    fn secret_hash(&self) -> Option<&String>;
 }
 
 /// A key recorded as given, an empty one as none.
@@ -207,10 +209,13 @@ macro_rules! keyed {
                 let hash = None$(.or(Some(&mut self.$hash)))?;
                 Record::of((&mut self.id, &mut self.slug), &mut self.last_applied_at, hash)
             }
-            $(fn secret_hash(&self) -> Option<&String> {
-                self.$hash.as_ref()
-            })?
         }
+
+        $(impl SentHash for $status {
+            fn secret_hash(&self) -> Option<&String> {
+                self.$hash.as_ref()
+            }
+        })?
 
         /// Its own timestamp is `lastAppliedAt`.
         impl EmbedsManagedStatus for $status {

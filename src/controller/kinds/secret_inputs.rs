@@ -9,7 +9,7 @@ use crate::controller::driver::create::body_hash;
 use crate::controller::driver::gate::tenant_id;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Cx, Managed};
-use crate::controller::kinds::keyed::Keyed;
+use crate::controller::kinds::keyed::SentHash;
 use crate::resources::common::SendsSecretValues;
 
 /// What a kind sends: `values` (Secret values filled in), the hash of what a read never shows,
@@ -121,12 +121,13 @@ pub fn compare<T>(
 /// [`Bodies`] of a kind whose spec sends the values of one Secret ([`SendsSecretValues`]): the
 /// spec's bodies with the values [`Verbs::resolve`] read filled in, and the spec's comparison
 /// with a read, a change of the values found by their hash ([`compare`]). Before a delete the
-/// values are read once more, so that what a refusal may echo is concealed (a Secret gone by
-/// now leaves nothing to conceal).
+/// values are read once more through [`Verbs::resolve`], so that what a refusal may echo is
+/// concealed (a Secret gone by now leaves nothing to conceal): such a kind's `resolve` reads
+/// and conceals the Secret before anything else that may fail.
 impl<K, H, V> Bodies<H> for K
 where
     H: Handle,
-    K: Verbs<Desired = Option<Written<V>>> + HasSpec + HasStatus<Status: Keyed>,
+    K: Verbs<Desired = Option<Written<V>>> + HasSpec + HasStatus<Status: SentHash>,
     K::Spec: SendsSecretValues<Values = V, Remote = H::Remote, Create = H::Create>
         + SendsSecretValues<Update = H::Update>,
     V: Clone + Default + Send + Sync,
