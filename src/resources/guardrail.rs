@@ -469,9 +469,9 @@ impl SecretDocument for GuardrailDefinition {
     }
 }
 
-/// A remote guardrail's `{checks, actions}` in the shape [`GuardrailSpec::document`] writes:
-/// booleans given as 0/1 read as booleans, defaults filled in, and only the fields the spec
-/// can say.
+/// A remote guardrail's `{checks, actions}` in the shape a [`GuardrailDefinition`]'s
+/// [`SecretDocument::document`] writes: booleans given as 0/1 read as booleans, defaults filled
+/// in, and only the fields the spec can say.
 pub fn remote_document(remote: &api::GuardrailDetails) -> Value {
     let flag = |v: Option<&Value>, default: bool| -> Value {
         Value::Bool(match v {

@@ -35,7 +35,8 @@ impl<'de> Deserialize<'de> for Withheld {
     }
 }
 
-/// A provider as list rows and reads return it. Reads have no `id` in [PANW] but do live.
+/// A provider as list rows and reads return it. Reads have no `id` in the PANW reference but do
+/// live.
 #[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Provider {
