@@ -13,7 +13,6 @@ pub mod state;
 // (leader election, health, metrics, events); a module is reached by its file's path. `context`
 // holds the state they share, `process` the wiring that starts them (from `crate::registry`).
 pub use context::{Context, Settings};
-pub use driver::{Change, Cx, Managed};
 pub use error::Error;
 pub use process::{Watchable, check_crds_installed, run};
 pub(crate) use process::{scoped, stream_name};

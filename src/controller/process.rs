@@ -13,6 +13,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::{Serialize, de::DeserializeOwned};
 use tracing::{debug, error, info, warn};
 
+use super::driver::Managed;
 use super::driver::{self, drift, status};
 use super::kinds::{config_rollout, connection};
 use super::runtime::changes;
@@ -24,7 +25,7 @@ use super::state::claim_guard::{self, ClaimMode};
 use super::state::connection_reach::ConnectionReach;
 use super::state::triggers::Triggers;
 use super::state::{followers, relay};
-use super::{Context, Managed, Settings};
+use super::{Context, Settings};
 use crate::resources::readable::{Readable, Unreadable, readable_api};
 
 /// Fails with an install hint when a CRD aigw needs is not served by the cluster. It reads the

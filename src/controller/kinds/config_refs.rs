@@ -599,7 +599,7 @@ fn referenced_slug(
 
 /// [`ready_slug`] of the resource of kind `G` that `reference` names (one of the Config's
 /// namespace, where `G` is namespaced).
-fn named_slug<G: Referenced + crate::controller::Managed>(
+fn named_slug<G: Referenced + crate::controller::driver::Managed>(
     config: &Config,
     reference: &ConfigResourceRef,
     what: &str,
@@ -721,7 +721,7 @@ fn ready_slug<G: Referenced>(
 /// everywhere; each change only once `G`'s watch cache, which the Config reads, holds it.
 fn watch_referenced<G>(triggers: Triggers<'_, Config>) -> Triggers<'_, Config>
 where
-    G: Referenced + crate::controller::Managed,
+    G: Referenced + crate::controller::driver::Managed,
 {
     let namespace = triggers.namespace.filter(|_| G::NAMESPACED);
     triggers.inputs_from(namespace, |c: &Config, resource: &G| {

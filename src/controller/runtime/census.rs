@@ -5,7 +5,8 @@
 //! none), with `--shards` its share. The replicas' counts are disjoint, so a total is their
 //! `sum` in either mode (what the chart's alerts and dashboard take).
 
-use crate::controller::{Context, Managed};
+use crate::controller::Context;
+use crate::controller::driver::Managed;
 use crate::resources::common::condition::{DRIFTED, PAUSED, READY, RECONCILING, STALLED};
 use crate::resources::common::{ManagementPolicy, find_condition};
 

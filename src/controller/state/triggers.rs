@@ -8,9 +8,10 @@ use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::relay::{contained, requeue_when};
+use crate::controller::driver::Managed;
 use crate::controller::driver::drift::Drift;
 use crate::controller::driver::object_key;
-use crate::controller::{Context, Managed, Watchable};
+use crate::controller::{Context, Watchable};
 
 /// A kind's controller while its own triggers are added, with what they are made from: the
 /// operator's context, the namespace the controller watches (`None`: every watched namespace,

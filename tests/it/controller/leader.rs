@@ -499,8 +499,9 @@ async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
 /// same call from a replica that leads rolls the workload (so the check is what stops it).
 #[tokio::test]
 async fn a_replica_without_the_lease_restarts_no_workload() {
+    use aigw::controller::driver::Cx;
     use aigw::controller::runtime::leader::{LeaseSettings, elect};
-    use aigw::controller::{Connections, Context, Cx, Leadership, Metrics, Settings};
+    use aigw::controller::{Connections, Context, Leadership, Metrics, Settings};
     use aigw::resources::ApiKey;
     use aigw::resources::rotation::{WorkloadKind, WorkloadRef};
     use k8s_openapi::api::apps::v1::Deployment as AppsDeployment;
