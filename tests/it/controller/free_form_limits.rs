@@ -19,12 +19,6 @@ const DRIFT: Duration = Duration::from_secs(600);
 /// The tests of this file switch the Config policy's binding off and on: one at a time.
 static POLICIES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The JSON text of `{"a":{"a":…1…}}`, `levels` objects deep (written as text: a `Value` that
-/// deep could not be read back by the client either).
-fn nested(levels: usize) -> String {
-    format!("{}1{}", "{\"a\":".repeat(levels), "}".repeat(levels))
-}
-
 /// Creates the object of `body` (JSON text) in `namespace` with a raw POST, without decoding
 /// the answer (kube-client could not decode an object this deep).
 async fn create_raw(
@@ -33,37 +27,7 @@ async fn create_raw(
     namespace: &str,
     body: String,
 ) -> Result<(), kube::Error> {
-    post_raw(client, plural, namespace, body, &PostParams::default()).await
-}
-
-/// [`create_raw`] with `params` (a dry run stores nothing).
-async fn post_raw(
-    client: &kube::Client,
-    plural: &str,
-    namespace: &str,
-    body: String,
-    params: &PostParams,
-) -> Result<(), kube::Error> {
-    let path = format!("/apis/aigw.io/v1alpha1/namespaces/{namespace}/{plural}");
-    let request = kube::core::Request::new(path)
-        .create(params, body.into_bytes())
-        .expect("request");
-    client.request_text(request).await.map(drop)
-}
-
-/// The JSON text of `manifest` with its value `"DOC"` [`nested`] `levels` deep.
-fn with_deep_doc(manifest: Value, levels: usize) -> String {
-    manifest.to_string().replace("\"DOC\"", &nested(levels))
-}
-
-/// A Config whose `spec.config.metadata` is `levels` objects deep.
-fn deep_config(name: &str, namespace: &str, levels: usize) -> String {
-    let manifest = json!({
-        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"name": name, "config": {"metadata": "DOC"}},
-    });
-    with_deep_doc(manifest, levels)
+    support::post_raw(client, plural, namespace, body, &PostParams::default()).await
 }
 
 fn refusal(error: kube::Error) -> String {
@@ -98,7 +62,7 @@ async fn free_form_fields_nested_150_levels_are_refused_at_admission_naming_the_
     let env = support::TestEnv::new("ff-admit").await;
     let ns = &env.namespace;
 
-    let config = deep_config("deep", ns, 150);
+    let config = support::deep_config("deep", ns, 150);
     let message = refused_too_deep(&env, "configs", config, "spec.config").await;
     assert!(message.starts_with("422"), "{message}");
 
@@ -111,7 +75,7 @@ async fn free_form_fields_nested_150_levels_are_refused_at_admission_naming_the_
             {"id": "default.regexMatch", "parameters": "DOC"},
         ]},
     });
-    let guardrail = with_deep_doc(guardrail, 150);
+    let guardrail = support::with_deep_doc(guardrail, 150);
     refused_too_deep(&env, "guardrails", guardrail, "spec.checks[].parameters").await;
 
     // ApiKey usageLimits.
@@ -121,13 +85,18 @@ async fn free_form_fields_nested_150_levels_are_refused_at_admission_naming_the_
         "spec": {"name": "deep", "kind": "service", "scopes": ["completions.write"],
                  "secretRef": {"name": "deep"}, "usageLimits": "DOC"},
     });
-    let api_key = with_deep_doc(api_key, 150);
+    let api_key = support::with_deep_doc(api_key, 150);
     refused_too_deep(&env, "apikeys", api_key, "spec.usageLimits").await;
 
     // Within the bounds: spec.config (1) + metadata (1) + 30 = 32 levels, accepted.
-    create_raw(&env.client, "configs", ns, deep_config("within", ns, 30))
-        .await
-        .expect("a document 32 levels deep is within the bounds");
+    create_raw(
+        &env.client,
+        "configs",
+        ns,
+        support::deep_config("within", ns, 30),
+    )
+    .await
+    .expect("a document 32 levels deep is within the bounds");
     env.cleanup().await;
 }
 
@@ -168,11 +137,11 @@ async fn a_free_form_field_of_25000_values_is_taken_and_one_more_is_refused() {
         ..Default::default()
     };
     let at_bound = config_of_values("bound", ns, 25_000);
-    post_raw(&env.client, "configs", ns, at_bound, &dry_run)
+    support::post_raw(&env.client, "configs", ns, at_bound, &dry_run)
         .await
         .expect("a spec.config of 25,000 values is within the bounds");
     let over = config_of_values("over", ns, 25_001);
-    let error = post_raw(&env.client, "configs", ns, over, &dry_run)
+    let error = support::post_raw(&env.client, "configs", ns, over, &dry_run)
         .await
         .expect_err("a spec.config of 25,001 values was accepted");
     let message = refusal(error);
@@ -202,25 +171,9 @@ async fn create_around_admission(client: &kube::Client, namespace: &str, body: S
             .join(ADMISSION_POLICIES_FILE),
     );
     if let Ok(text) = policies {
+        // Waits until the binding is in force again: only then may the next test of this file
+        // count on a refusal.
         support::install_admission_policies(client, &text).await;
-        // The binding is in force once the apiserver's policy cache has it again: only then may
-        // the next test of this file count on a refusal.
-        let dry_run = PostParams {
-            dry_run: true,
-            ..Default::default()
-        };
-        let in_force = support::wait_until(WAIT, || async {
-            let probe = deep_config("probe", namespace, 150);
-            match post_raw(client, "configs", namespace, probe, &dry_run).await {
-                Err(kube::Error::Api(refused)) => refused
-                    .message
-                    .contains("nested deeper than 32 levels")
-                    .then_some(()),
-                _ => None,
-            }
-        })
-        .await;
-        in_force.expect("the Config policy binding was not in force again");
     }
     taken.expect("the apiserver did not take the deep Config without its policy binding");
 }
@@ -234,10 +187,10 @@ async fn a_config_nested_150_levels_stops_no_other_config_after_a_restart() {
 
     {
         let _one_at_a_time = POLICIES.lock().await;
-        let body = deep_config("deep", &other.namespace, 150);
+        let body = support::deep_config("deep", &other.namespace, 150);
         create_around_admission(&other.client, &other.namespace, body).await;
         // Another installation's deep object: reported in this one's log and metric only.
-        let theirs = deep_config("theirs", &other.namespace, 150).replace(
+        let theirs = support::deep_config("theirs", &other.namespace, 150).replace(
             "\"metadata\":{\"name\"",
             "\"metadata\":{\"annotations\":{\"aigw.io/installation\":\"someone-else\"},\"name\"",
         );

@@ -131,11 +131,14 @@ pub async fn install_crds(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let dir = repo_root().join("crds");
     let mut names = Vec::new();
+    // Installed once the CRDs are established: the check that they are in force creates a
+    // Config (a dry run).
+    let mut policies = None;
     for entry in std::fs::read_dir(&dir).expect("crds/ is missing") {
         let path = entry.expect("unreadable crds/ entry").path();
         let text = std::fs::read_to_string(&path).expect("unreadable CRD file");
         if path.ends_with(aigw::resources::ADMISSION_POLICIES_FILE) {
-            install_admission_policies(client, &text).await;
+            policies = Some(text);
             continue;
         }
         let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("invalid CRD YAML");
@@ -162,10 +165,14 @@ pub async fn install_crds(client: &Client) {
         .await
         .unwrap_or_else(|| panic!("CRD {name} was not established within 30s"));
     }
+    if let Some(text) = policies {
+        install_admission_policies(client, &text).await;
+    }
 }
 
 /// Server-side applies the ValidatingAdmissionPolicies (and bindings) of `text`, the
-/// multi-document file under `crds/` that bounds the free-form fields.
+/// multi-document file under `crds/` that bounds the free-form fields, and waits until the
+/// apiserver enforces them (the Config CRD must be established).
 pub async fn install_admission_policies(client: &Client, text: &str) {
     use k8s_openapi::api::admissionregistration::v1::{
         ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
@@ -193,6 +200,62 @@ pub async fn install_admission_policies(client: &Client, text: &str) {
         };
         result.unwrap_or_else(|e| panic!("failed to install {name}: {e}"));
     }
+    // The apiserver enforces a binding once its policy cache has it: a dry-run create of a
+    // Config nested past the bound is refused from then on.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let in_force = wait_until(Duration::from_secs(60), || async {
+        let probe = deep_config("aigw-admission-probe", "default", 150);
+        match post_raw(client, "configs", "default", probe, &dry_run).await {
+            Err(kube::Error::Api(refused)) => refused
+                .message
+                .contains("nested deeper than 32 levels")
+                .then_some(()),
+            _ => None,
+        }
+    })
+    .await;
+    in_force.expect("the admission policies were not in force within 60 s");
+}
+
+/// The JSON text of `{"a":{"a":…1…}}`, `levels` objects deep (written as text: a `Value` that
+/// deep could not be read back by the client either).
+pub fn nested(levels: usize) -> String {
+    format!("{}1{}", "{\"a\":".repeat(levels), "}".repeat(levels))
+}
+
+/// The JSON text of `manifest` with its value `"DOC"` [`nested`] `levels` deep.
+pub fn with_deep_doc(manifest: serde_json::Value, levels: usize) -> String {
+    manifest.to_string().replace("\"DOC\"", &nested(levels))
+}
+
+/// A Config whose `spec.config.metadata` is `levels` objects deep.
+pub fn deep_config(name: &str, namespace: &str, levels: usize) -> String {
+    let manifest = serde_json::json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"name": name, "config": {"metadata": "DOC"}},
+    });
+    with_deep_doc(manifest, levels)
+}
+
+/// POSTs the object of `body` (JSON text) of aigw's `plural` into `namespace` with `params` (a
+/// dry run stores nothing), without decoding the answer (kube-client could not decode an object
+/// nested past its depth limit).
+pub async fn post_raw(
+    client: &Client,
+    plural: &str,
+    namespace: &str,
+    body: String,
+    params: &PostParams,
+) -> Result<(), kube::Error> {
+    let path = format!("/apis/aigw.io/v1alpha1/namespaces/{namespace}/{plural}");
+    let request = kube::core::Request::new(path)
+        .create(params, body.into_bytes())
+        .expect("request");
+    client.request_text(request).await.map(drop)
 }
 
 /// The JSON of the status of every object `api` lists, to search for values that must not be
