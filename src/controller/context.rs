@@ -6,8 +6,7 @@ use std::time::Duration;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 
-use super::driver::Managed;
-use super::driver::{self, drift, status};
+use super::driver::{self, Managed, drift, status};
 use super::kinds::config_refs;
 use super::runtime::{events, failpoints, hash_key, unreadable};
 use super::state::{claims, followers, installation, relay, secret_cache, secret_values};

@@ -13,8 +13,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::{Serialize, de::DeserializeOwned};
 use tracing::{debug, error, info, warn};
 
-use super::driver::Managed;
-use super::driver::{self, drift, status};
+use super::driver::{self, Managed, drift, status};
 use super::kinds::{config_rollout, connection};
 use super::runtime::changes;
 use super::runtime::lists::Lists;

@@ -20,8 +20,7 @@ use super::load::{Document, Loaded};
 use super::schema::{SchemaChecker, Violation};
 use crate::api::{ApiError, Validate};
 use crate::registry::SpecId;
-use crate::resources::common::GROUP;
-use crate::resources::common::SendsSecretValues;
+use crate::resources::common::{GROUP, SendsSecretValues};
 use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{

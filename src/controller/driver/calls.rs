@@ -224,8 +224,9 @@ impl<K: Bodies<H, Desired: Default>, H: Handle> Calls<K> for Through<H> {
     }
     /// The organisation's object with the name the create sent (as its intent recorded it; for
     /// an intent recorded with no attempt, by a release before attempts were recorded, the name
-    /// a create sends now), and the slug when the spec names one, created within its window, claimed by no other resource, in a complete
-    /// listing, and taken only under the adoption grant ([`by_slug_or_name`]).
+    /// a create sends now), and the slug when the spec names one, created within its window,
+    /// claimed by no other resource, in a complete listing, and taken only under the adoption
+    /// grant ([`by_slug_or_name`]).
     async fn find_created(
         kind: &K,
         cx: &Cx<'_, K>,

@@ -128,8 +128,8 @@ impl<K, H, V> Bodies<H> for K
 where
     H: Handle,
     K: Verbs<Desired = Option<Written<V>>> + HasSpec + HasStatus<Status: SentHash>,
-    K::Spec: SendsSecretValues<Values = V, Remote = H::Remote, Create = H::Create>
-        + SendsSecretValues<Update = H::Update>,
+    K::Spec:
+        SendsSecretValues<Values = V, Remote = H::Remote, Create = H::Create, Update = H::Update>,
     V: Clone + Default + Send + Sync,
 {
     fn compare(&self, desired: &K::Desired, remote: &H::Remote, status: &K::Status) -> Comparison {

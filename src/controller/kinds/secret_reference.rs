@@ -21,7 +21,7 @@ use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::cluster_secret;
 use crate::controller::kinds::config_refs::{self, ReadsSecrets};
-use crate::controller::kinds::secret_inputs::{self};
+use crate::controller::kinds::secret_inputs;
 use crate::controller::state::triggers::Triggers;
 use crate::resources::common::Recorded;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};

@@ -8,9 +8,8 @@ use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::relay::{contained, requeue_when};
-use crate::controller::driver::Managed;
 use crate::controller::driver::drift::Drift;
-use crate::controller::driver::object_key;
+use crate::controller::driver::{Managed, object_key};
 use crate::controller::{Context, Watchable};
 
 /// A kind's controller while its own triggers are added, with what they are made from: the
