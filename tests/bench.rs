@@ -1884,6 +1884,54 @@ struct Window<'a> {
     emulator: &'a Emulator,
     before: BTreeMap<String, f64>,
     latency: Latency,
+    cpu: Cpu,
+}
+
+/// CPU seconds spent so far: by the control plane (kube-apiserver and etcd, one process), by this
+/// bench process (the creates, a floor's workers, the tracker's watch), and by the whole machine
+/// (every process, from `/proc/stat`). On a machine whose cores the control plane saturates, a
+/// side's rollout time follows what the machine spends per object, so a run reports where that
+/// went.
+#[derive(Clone, Copy)]
+struct Cpu {
+    control_plane: f64,
+    bench: f64,
+    machine: f64,
+}
+
+impl Cpu {
+    fn now() -> Self {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        // user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
+        let busy: f64 = stat
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("cpu "))
+            .map(|rest| {
+                let ticks: Vec<f64> = rest
+                    .split_whitespace()
+                    .filter_map(|t| t.parse().ok())
+                    .collect();
+                [0, 1, 2, 5, 6].iter().filter_map(|&i| ticks.get(i)).sum()
+            })
+            .unwrap_or(0.0);
+        Self {
+            control_plane: ControlPlane::stats().cpu_seconds,
+            bench: proc_stats(std::process::id()).1,
+            machine: busy / clock_ticks(),
+        }
+    }
+
+    /// Milliseconds of CPU per object (of `n`) since `self`.
+    fn per_object_since(self, n: usize) -> Value {
+        let now = Self::now();
+        let ms = |from: f64, to: f64| round((to - from) * 1000.0 / n as f64, 2);
+        json!({
+            "control_plane": ms(self.control_plane, now.control_plane),
+            "bench_process": ms(self.bench, now.bench),
+            "machine": ms(self.machine, now.machine),
+        })
+    }
 }
 
 impl<'a> Window<'a> {
@@ -1896,6 +1944,7 @@ impl<'a> Window<'a> {
             emulator,
             before,
             latency,
+            cpu: Cpu::now(),
         }
     }
 
@@ -1905,8 +1954,10 @@ impl<'a> Window<'a> {
     }
 
     /// What every run reports as it ends now: the rollout's time and the calls per object (of
-    /// `n`) to the apiserver and to the management API. A run adds its own figures.
+    /// `n`) to the apiserver and to the management API, and the CPU spent per object ([`Cpu`]). A
+    /// run adds its own figures.
     async fn figures(&self, rollout: Duration, n: usize) -> serde_json::Map<String, Value> {
+        let cpu = self.cpu.per_object_since(n);
         let text = apiserver_metrics().await;
         let apiserver = apiserver_figures(&delta(&self.before, &request_totals(&text)), n);
         let mut figures = serde_json::Map::new();
@@ -1920,6 +1971,7 @@ impl<'a> Window<'a> {
         figures.insert("apiserver_mean_ms".into(), json!(latency));
         let management = management_figures(&self.emulator.stats().await, n);
         figures.insert("management_api".into(), management);
+        figures.insert("cpu_ms_per_object".into(), cpu);
         figures
     }
 }
