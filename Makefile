@@ -32,6 +32,7 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --test chaos --test bench -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --lib
 
 unit:
 	$(CARGO) test --lib --bins

@@ -239,7 +239,7 @@ impl Client {
     }
 
     /// When the requests already waiting for this client's rate limiter fill more than
-    /// [`LINE_LIMIT`] of it and some are of this client's queue ([`Client::queued`]): how long
+    /// `LINE_LIMIT` of it and some are of this client's queue ([`Client::queued`]): how long
     /// the work ([`Client::working_on`]) about to start should wait before it starts, so that
     /// it does not hold a worker while it waits for the limiter (a reconcile holds one of its
     /// kind's `--concurrency` slots, which other objects need). Each queue has a line of its own: new

@@ -423,10 +423,10 @@ fn decoded(text: &str) -> Vec<String> {
     plain
 }
 
-/// Whether `message` quotes part of `value`: a run of [`QUOTED_RUN`] characters of it with a
+/// Whether `message` quotes part of `value`: a run of `QUOTED_RUN` characters of it with a
 /// letter and a digit; a fragment of it next to an ellipsis (an echo cut short:
 /// `'correc...staple'`); a quoted part of it of at least 4 characters; or an unquoted word that
-/// is a long enough part of it ([`partial_word`]). A [`SECRET`] a value was replaced by is no
+/// is a long enough part of it (`partial_word`). A [`SECRET`] a value was replaced by is no
 /// part of any.
 pub fn quotes_part_of(message: &str, value: &str) -> bool {
     let message = &message.replace(SECRET, " ");

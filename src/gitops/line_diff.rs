@@ -1,6 +1,6 @@
 //! A line diff with a few lines of context, for showing how a config document changes. Myers'
 //! algorithm (the `similar` crate): memory linear in the documents' size, time bounded by a
-//! deadline (past it the diff is coarser, never wrong). Documents past [`MAX_LINES`] are only
+//! deadline (past it the diff is coarser, never wrong). Documents past `MAX_LINES` are only
 //! said to have changed.
 
 use std::time::{Duration, Instant};

@@ -38,7 +38,7 @@ const REFERENCE_LISTS: [&str; 2] = ["after", "restart"];
 
 /// `crd` with every string, list and map under `spec` that has no bound given one, and every
 /// reference's `name`, `namespace` and Secret `key` checked as Kubernetes checks them
-/// ([`checked_references`]).
+/// (`checked_references`).
 pub fn bounded(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
         let spec = version

@@ -6,7 +6,7 @@
 //!    reconcile read) *before* the POST. Of two writers acting on the same view only one gets
 //!    its intent in; the other gets a conflict, re-reads, and sees the intent.
 //! 2. **POST once, within the window.** The POST must be answered within [`LONGEST_ATTEMPT`]
-//!    of the intent (less [`SEND_MARGIN`]): one that could not be by the time it would leave
+//!    of the intent (less `SEND_MARGIN`): one that could not be by the time it would leave
 //!    (after the rate limiter, the token, a 429's `Retry-After`) is not sent, and the intent is
 //!    cleared like after a definite refusal; the next reconcile writes a new one. So nothing the
 //!    POST makes is younger than the window a lookup searches, even when the process dies
@@ -44,7 +44,7 @@ pub const LIST_SETTLE: Duration = Duration::from_secs(30);
 
 /// How long after its intent a POST can have run when its end was never recorded (the process
 /// died during it). The client never sends a create that could be answered later than this
-/// (less [`SEND_MARGIN`]), whatever it waited for first.
+/// (less `SEND_MARGIN`), whatever it waited for first.
 pub const LONGEST_ATTEMPT: Duration = Duration::from_secs(60);
 
 /// Taken off [`LONGEST_ATTEMPT`] for the POST's deadline: the intent's recorded time is read
@@ -392,7 +392,7 @@ fn one_created_within<T>(
 }
 
 /// The single object of `listing` this resource may take for the one its earlier create made
-/// (the intent in `status`; see [`one_created_within`]): the [`Claimable::keys`] of a candidate
+/// (the intent in `status`; see `one_created_within`): the [`Claimable::keys`] of a candidate
 /// that another resource records or names rule it out, and a match is not claimed while
 /// another resource's create of the same name (and workspace) is in flight, since it may be
 /// that one's whose id is not recorded yet.

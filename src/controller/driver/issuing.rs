@@ -54,7 +54,7 @@ pub trait Issues: Verbs + Rotates {
     /// What becomes of `found`, the object an earlier create made whose answer was lost;
     /// `held`: the Secret names it (its values got there before a status write was lost).
     fn recovery(&self, found: &Found<Self>, held: bool) -> Recovery;
-    /// The key of the Secret that holds the issued value [`check_delivered`] looks for.
+    /// The key of the Secret that holds the issued value `check_delivered` looks for.
     const HELD: &'static str;
     /// Why the Secret `secret` may rightly lack the values of the remote object `key`: they
     /// were issued before aigw managed it (an adopted deployment). `None` (the default): a

@@ -687,7 +687,7 @@ impl<'a, K: Managed> Cx<'a, K> {
         self.object.namespace().unwrap_or_default()
     }
 
-    /// Publishes a Warning event about this object (after its claim: [`Self::settle_claim`]).
+    /// Publishes a Warning event about this object (after its claim: `Self::settle_claim`).
     pub async fn warn(&self, reason: &str, message: &str) {
         if self.settle_claim().await.is_err() {
             return;

@@ -385,7 +385,7 @@ fn unresolved(
 }
 
 /// The guardrail ids and slugs of each connection, listed in full at most once per TTL (a list
-/// that did not prove itself whole, at most once per [`INCOMPLETE_REUSED_FOR`]). Callers of one
+/// that did not prove itself whole, at most once per `INCOMPLETE_REUSED_FOR`). Callers of one
 /// connection share one listing: while it is being read, the others wait for it (single
 /// flight) instead of listing again.
 #[derive(Default)]

@@ -249,7 +249,7 @@ impl OwnCalls for Provider {
 
 /// The key the API addresses the provider by: its UUID, else its slug.
 /// A provider is read by its slug (its id while it has none); a create lookup's candidate by
-/// its id ([`key_of`]).
+/// its id (`key_of`).
 impl RemoteKey for RemoteProvider {
     fn key(&self) -> String {
         key_or(&self.slug, &self.id)

@@ -7,18 +7,18 @@
 //! share moves, so what a cache holds is tracked, and a replica acts on a namespace only once
 //! every filtered cache holds it:
 //! - the caches keep a key when this replica's view, or a view a live member published, hashes
-//!   it to this replica ([`Coverage::keep`]): a superset of the keys it may act on;
+//!   it to this replica (`Coverage::keep`): a superset of the keys it may act on;
 //! - each change of those views is an *epoch*. One that may keep a key the caches dropped (a
 //!   member leaving; not one joining, which only takes keys) makes the filtered caches list
 //!   again ([`Keep::relist`]): a watch of every namespace always, a watch of one namespace only
 //!   when its namespace is kept now and was not at every epoch since its last list
-//!   ([`Coverage::must_list`]). One that keeps fewer drops the copies it no longer keeps from
+//!   (`Coverage::must_list`). One that keeps fewer drops the copies it no longer keeps from
 //!   the caches, without a list (and again after each list ends, whose buffer may hold them),
 //!   one removal at a time;
 //! - the watches start before this replica has a share, keeping nothing, so the claim index
 //!   hears every namespace from the start;
 //! - a cache that finished a list begun at epoch `e` holds, and has followed since, every key
-//!   that every epoch from `e` on keeps ([`Coverage::covers`]);
+//!   that every epoch from `e` on keeps (`Coverage::covers`);
 //! - [`super::shards::Shards::owns`] asks for that too, so a share gained is acted on only once
 //!   its objects are cached, never from a half-filled cache.
 //!

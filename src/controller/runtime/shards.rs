@@ -179,7 +179,7 @@ impl Shards {
     }
 
     /// Whether cache `cache`, watching the one key `scope`, must list again for the epoch
-    /// `epoch` ([`Coverage::must_list`]).
+    /// `epoch` (`Coverage::must_list`).
     pub fn must_list(&self, cache: usize, scope: &str, epoch: u64, listing: Option<u64>) -> bool {
         self.inner
             .coverage
@@ -364,7 +364,7 @@ struct Seen {
 
 impl Membership {
     /// `leader` names the installation's leader Lease, which a replica without `--shards` holds.
-    /// `settle`: how long a replica that has just joined acts on nothing ([`Arrival`]).
+    /// `settle`: how long a replica that has just joined acts on nothing (`Arrival`).
     pub fn new(
         api: Api<Lease>,
         group: impl Into<String>,

@@ -287,7 +287,7 @@ impl Scope {
     }
 
     /// Refuses the object `keys` name (named by `field`) unless an entry of `listed` covers
-    /// it ([`granted`]); `None` lists allow anything. For a remote object `keys` names by its
+    /// it (`granted`); `None` lists allow anything. For a remote object `keys` names by its
     /// UUID and slug only: a grant entry that `resource` resolves (the name of an Integration or
     /// McpIntegration resource, to the UUID and slug it recorded) grants that object, never
     /// another whose slug happens to equal the name.
