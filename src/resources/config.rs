@@ -205,9 +205,9 @@ const CHECKED_TARGET_DEPTH: usize = 3;
 /// The most targets per level: bounds the cost of the admission rules.
 const MAX_TARGETS: u64 = 100;
 
-/// Schema of `spec.config`: free-form, except that credential keys are refused in plain text by
-/// CEL rules at the top level and in nested `targets` (one rule per key, so the message names
-/// it).
+/// Schema of `spec.config`: free-form, except that credential keys are refused in plain text at
+/// the top level and in nested `targets`, by the admission policy
+/// ([`crate::resources::free_form::credential_levels`]).
 fn config_document_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let value = document_level(CHECKED_TARGET_DEPTH);
     serde_json::from_value(value).unwrap_or_else(|_| schemars::json_schema!({"type": "object"}))
@@ -228,12 +228,8 @@ fn document_level(depth: usize) -> serde_json::Value {
         );
     }
     super::common::refusing_credentials(
-        "spec.config",
         |_| {
             "A credential: refused here in plain text. Keep it in a Secret and set it with spec.secretRefs (path: the JSON Pointer of this field).".into()
-        },
-        |_| {
-            "keep it in a Secret and set it with spec.secretRefs (path: the JSON Pointer of this field, secretKeyRef: {name, key})".into()
         },
         targets,
     )

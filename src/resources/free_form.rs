@@ -1,6 +1,7 @@
 //! Bounds on the free-form fields (`x-kubernetes-preserve-unknown-fields`: `spec.config`, guardrail
 //! `parameters`, ApiKey `usageLimits` and `defaults.metadata`, …): at most [`MAX_DEPTH`] levels of
-//! nested objects and arrays and [`MAX_VALUES`] values in all.
+//! nested objects and arrays and [`MAX_VALUES`] values in all; and no credential key in plain
+//! text where a kind's schema declares them ([`credential_levels`]).
 //!
 //! Why: the apiserver keeps JSON nested up to 10,000 levels, and a decoder that stops at 128
 //! (serde_json's, which kube-client uses) failed a whole list over one such object; see
@@ -88,32 +89,58 @@ impl Field {
 /// The outermost free-form fields under `spec` of a kind's schema (a free-form field's own
 /// declared children are within its bounds already).
 pub fn fields(root: &JSONSchemaProps) -> Vec<Field> {
-    fn walk(schema: &JSONSchemaProps, steps: &mut Vec<Step>, out: &mut Vec<Field>) {
-        if schema.x_kubernetes_preserve_unknown_fields == Some(true) {
+    let free_form =
+        |schema: &JSONSchemaProps| schema.x_kubernetes_preserve_unknown_fields == Some(true);
+    under_spec(root, &free_form, false)
+}
+
+/// The schemas under `spec` of `root` that `found` picks, by their steps; below one picked only
+/// when `deeper`.
+fn under_spec(
+    root: &JSONSchemaProps,
+    found: &dyn Fn(&JSONSchemaProps) -> bool,
+    deeper: bool,
+) -> Vec<Field> {
+    fn walk(
+        schema: &JSONSchemaProps,
+        found: &dyn Fn(&JSONSchemaProps) -> bool,
+        deeper: bool,
+        steps: &mut Vec<Step>,
+        out: &mut Vec<Field>,
+    ) {
+        if found(schema) {
             out.push(Field {
                 steps: steps.clone(),
             });
-            return;
+            if !deeper {
+                return;
+            }
         }
         for (name, child) in schema.properties.iter().flatten() {
             steps.push(Step::Field(name.clone()));
-            walk(child, steps, out);
+            walk(child, found, deeper, steps, out);
             steps.pop();
         }
         if let Some(JSONSchemaPropsOrArray::Schema(items)) = &schema.items {
             steps.push(Step::Items);
-            walk(items, steps, out);
+            walk(items, found, deeper, steps, out);
             steps.pop();
         }
         if let Some(JSONSchemaPropsOrBool::Schema(values)) = &schema.additional_properties {
             steps.push(Step::Values);
-            walk(values, steps, out);
+            walk(values, found, deeper, steps, out);
             steps.pop();
         }
     }
     let mut out = Vec::new();
     if let Some(spec) = root.properties.as_ref().and_then(|p| p.get("spec")) {
-        walk(spec, &mut vec![Step::Field("spec".into())], &mut out);
+        walk(
+            spec,
+            found,
+            deeper,
+            &mut vec![Step::Field("spec".into())],
+            &mut out,
+        );
     }
     out
 }
@@ -226,13 +253,66 @@ fn over_field(steps: &[Step], value: &str, index: usize, check: &dyn Fn(&str) ->
     }
 }
 
+/// The objects of a kind's schema that declare every credential key ([`CREDENTIAL_KEYS`]) as a
+/// property ([`super::common::refusing_credentials`]): `spec.config` and each nested level of
+/// its `targets`, an Integration's `spec.configurations`. The admission policy refuses those keys
+/// in plain text there ([`credential_refusal`]).
+///
+/// [`CREDENTIAL_KEYS`]: crate::api::secret_fields::CREDENTIAL_KEYS
+pub fn credential_levels(root: &JSONSchemaProps) -> Vec<Field> {
+    use crate::api::secret_fields::CREDENTIAL_KEYS;
+    let declares_every_key = |schema: &JSONSchemaProps| {
+        let declared = |key: &&str| {
+            schema
+                .properties
+                .as_ref()
+                .is_some_and(|p| p.contains_key(*key))
+        };
+        CREDENTIAL_KEYS.iter().all(declared)
+    };
+    under_spec(root, &declares_every_key, true)
+}
+
+/// The policy's variable holding [`CREDENTIAL_KEYS`] as a CEL list.
+///
+/// [`CREDENTIAL_KEYS`]: crate::api::secret_fields::CREDENTIAL_KEYS
+fn credential_keys_variable() -> Value {
+    use crate::api::secret_fields::CREDENTIAL_KEYS;
+    let keys: Vec<String> = CREDENTIAL_KEYS.iter().map(|k| format!("'{k}'")).collect();
+    json!({"name": "credentialKeys", "expression": format!("[{}]", keys.join(", "))})
+}
+
+/// What a refusal of a credential says to do instead.
+const INSTEAD: &str = "keep it in a Secret and set it with spec.secretRefs (path: its JSON Pointer, secretKeyRef: {name, key})";
+
+/// The validation refusing every credential key at `level` (each object it reaches) in plain
+/// text; its message names the level and the keys written, never a value. A key is tested on
+/// the object's own keys (`exists` over a map), so an object of a few keys costs a few tests.
+fn credential_refusal(level: &Field) -> Value {
+    let name = level.display();
+    let absent = over_field(&level.steps, "object", 0, &|v| {
+        format!("!{v}.exists(k, k in variables.credentialKeys)")
+    });
+    let nowhere = over_field(&level.steps, "object", 0, &|v| format!("!(c in {v})"));
+    json!({
+        "expression": absent,
+        "messageExpression": format!(
+            "'{name}: ' + variables.credentialKeys.filter(c, !({nowhere})).join(', ') + ' must not be written in plain text: {INSTEAD}'"
+        ),
+        "message": format!("{name}: a credential key must not be written in plain text: {INSTEAD}"),
+        "reason": "Invalid",
+    })
+}
+
 /// The name of the admission policy (and its binding) of the kind `plural`.
 pub fn policy_name(crd: &CustomResourceDefinition) -> String {
     format!("aigw-free-form-limits.{}", crd.spec.names.plural)
 }
 
-/// The ValidatingAdmissionPolicy and its binding that bound the free-form fields of `crd`, or
-/// `None` for a kind without one.
+/// The ValidatingAdmissionPolicy and its binding that bound the free-form fields of `crd` and
+/// refuse credentials written in plain text in them ([`credential_levels`]), or `None` for a
+/// kind without either. It runs when the spec is written (`spec-written`), not on a metadata or
+/// status write.
 pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
     let root = crd
         .spec
@@ -243,7 +323,8 @@ pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
         .open_api_v3_schema
         .as_ref()?;
     let fields = fields(root);
-    if fields.is_empty() {
+    let credentials = credential_levels(root);
+    if fields.is_empty() && credentials.is_empty() {
         return None;
     }
     let mut validations = Vec::new();
@@ -261,8 +342,13 @@ pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
             "reason": "Invalid",
         }));
     }
+    validations.extend(credentials.iter().map(credential_refusal));
+    let variables: Vec<Value> = match credentials.is_empty() {
+        true => Vec::new(),
+        false => vec![credential_keys_variable()],
+    };
     let name = policy_name(crd);
-    let policy = json!({
+    let mut policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "aigw"}},
@@ -284,6 +370,9 @@ pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
             "validations": validations,
         },
     });
+    if !variables.is_empty() {
+        policy["spec"]["variables"] = Value::Array(variables);
+    }
     let binding = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
@@ -424,6 +513,57 @@ mod tests {
             ),
             "{rule}"
         );
+    }
+
+    /// Credentials are refused where a kind declares them, by the admission policy (which runs
+    /// when the spec is written), and by no CRD rule (which the apiserver would run on every
+    /// metadata and status write too).
+    #[test]
+    fn credentials_are_refused_by_the_policies_where_the_kinds_declare_them() {
+        let levels = |kind: &str| -> Vec<String> {
+            credential_levels(&schema_of_kind(kind))
+                .iter()
+                .map(Field::display)
+                .collect()
+        };
+        assert_eq!(
+            levels("Config"),
+            [
+                "spec.config",
+                "spec.config.targets[]",
+                "spec.config.targets[].targets[]",
+                "spec.config.targets[].targets[].targets[]",
+            ]
+        );
+        assert_eq!(levels("Integration"), ["spec.configurations"]);
+        for (_, crd) in crate::resources::crds() {
+            let root = crd.spec.versions[0].schema.clone().unwrap();
+            let text = serde_json::to_string(&root).unwrap();
+            assert!(
+                !text.contains("!has(self.api_key)"),
+                "{}",
+                crd.spec.names.kind
+            );
+            let policy = admission_policy(&crd);
+            let kind = &crd.spec.names.kind;
+            if levels(kind).is_empty() {
+                continue;
+            }
+            let [policy, _] = policy.expect(kind);
+            let refusals = policy["spec"]["validations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|v| v["expression"].as_str().unwrap().contains("credentialKeys"))
+                .count();
+            assert_eq!(refusals, levels(kind).len(), "{kind}");
+            let keys = policy["spec"]["variables"][0]["expression"]
+                .as_str()
+                .unwrap();
+            for key in crate::api::secret_fields::CREDENTIAL_KEYS {
+                assert!(keys.contains(&format!("'{key}'")), "{kind}: {key}");
+            }
+        }
     }
 
     /// The policies compile where the chart installs (Kubernetes 1.30): no two-variable

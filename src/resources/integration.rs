@@ -309,16 +309,12 @@ embeds_managed!(IntegrationStatus, ManagedStatus);
 /// `configurations`: free-form, credential keys refused in plain text at the top level (deeper
 /// ones are refused before any write).
 fn configurations_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let instead =
-        |key: &str| format!("keep it in a Secret and set it with spec.secretRefs (path: /{key})");
     let schema = super::common::refusing_credentials(
-        "spec.configurations",
         |key| {
             format!(
                 "A credential: refused here in plain text. Keep it in a Secret and set it with spec.secretRefs (path: /{key})."
             )
         },
-        instead,
         Map::new(),
     );
     serde_json::from_value(schema).unwrap_or_else(|_| schemars::json_schema!({"type": "object"}))

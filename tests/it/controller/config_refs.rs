@@ -258,6 +258,10 @@ async fn plaintext_credentials_are_rejected_at_admission() {
             message.contains(field) && message.contains("spec.secretRefs"),
             "{message}"
         );
+        assert!(
+            !message.contains("sk-plain") && !message.contains("\"s\""),
+            "{message}"
+        );
         eprintln!("[case 5] plaintext {field} refused: {message}");
     }
     // The same document with the credential from a Secret is admitted.

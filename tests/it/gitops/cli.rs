@@ -897,8 +897,8 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
 }
 
 /// camelCase credential keys (as guardrail plugins spell them) are refused in plain text like
-/// snake_case ones: by the CRD's rules that `aigw validate` evaluates, and by the document
-/// check (review F14: both were accepted).
+/// snake_case ones, by the document check (review F14: both were accepted), which names the
+/// exact path (admission refuses them by the kind's policy; the CRD has no rule for them).
 #[test]
 fn validate_refuses_camel_case_credentials_in_plain_text() {
     let manifests = "apiVersion: aigw.io/v1alpha1\nkind: Guardrail\nmetadata: {name: guard, namespace: team-a}\n\
@@ -910,7 +910,7 @@ fn validate_refuses_camel_case_credentials_in_plain_text() {
     assert_in(&report, "/checks/0/parameters/accessKeySecret");
     assert_in(
         &report,
-        "awsSessionToken must not be written in spec.config",
+        "spec.config holds credentials in plain text at /targets/0/awsSessionToken",
     );
     assert!(
         !report.contains("wJalrXUtnFEMI") && !report.contains("tok-1"),
