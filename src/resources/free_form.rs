@@ -254,9 +254,9 @@ fn over_field(steps: &[Step], value: &str, index: usize, check: &dyn Fn(&str) ->
 }
 
 /// The objects of a kind's schema that declare every credential key ([`CREDENTIAL_KEYS`]) as a
-/// property ([`super::common::refusing_credentials`]): `spec.config` and each nested level of
-/// its `targets`, an Integration's `spec.configurations`. The admission policy refuses those keys
-/// in plain text there ([`credential_refusal`]).
+/// property (`refusing_credentials` in `resources::common`): `spec.config` and each nested
+/// level of its `targets`, an Integration's `spec.configurations`. The admission policy refuses
+/// those keys in plain text there (`credential_refusal`).
 ///
 /// [`CREDENTIAL_KEYS`]: crate::api::secret_fields::CREDENTIAL_KEYS
 pub fn credential_levels(root: &JSONSchemaProps) -> Vec<Field> {
