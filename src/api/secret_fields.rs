@@ -1,6 +1,7 @@
 //! Which parts of a routing document (and of any text about one) are credentials: the one list
-//! the admission policies (`crds/free-form-limits.yaml`), `aigw validate`, `plan` and `export`, the emulator's masked reads
-//! and the operator's message sanitiser all read, so a key added here is hidden everywhere.
+//! the admission policies (`crds/free-form-limits.yaml`), `aigw validate`, `plan` and `export`,
+//! the emulator's masked reads and the operator's message sanitiser all read, so a key added
+//! here is hidden everywhere.
 
 use serde_json::Value;
 
