@@ -330,8 +330,8 @@ pub fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// The refusal is the admission policy's, not a CEL rule of the CRD: the apiserver runs a CRD's
 /// rules again on every write of an object, its metadata and status writes included, and each
 /// `has(self.key)` there builds a map of every property the object declares, so twenty such
-/// tests at each level took about a seventh of the control plane's CPU in a rollout of Configs.
-/// The policy runs only when the spec is written.
+/// tests at each level took 14 % of the control plane's CPU on status writes; without them a
+/// rollout of Configs ran 15 to 20 % faster. The policy runs only when the spec is written.
 ///
 /// [`CREDENTIAL_KEYS`]: crate::api::secret_fields::CREDENTIAL_KEYS
 pub(crate) fn refusing_credentials(
