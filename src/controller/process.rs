@@ -977,6 +977,12 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
         claim_guard::check(&ctx.kube, &guard).await;
         helpers.push(tokio::spawn(claim_guard::follow(ctx.kube.clone(), guard)));
     }
+    // Whether the admission policies of the free-form fields are in force: told in the logs
+    // and by `aigw_admission_policy_in_force`.
+    helpers.push(tokio::spawn(super::state::admission::follow(
+        ctx.kube.clone(),
+        ctx.metrics.clone(),
+    )));
     // The Secrets aigw writes or reads, per watched namespace ([`super::secret_cache`]): their
     // caches exist before any controller reads them.
     let mut secret_watches = Vec::new();

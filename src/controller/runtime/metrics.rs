@@ -89,6 +89,11 @@ struct DecisionLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabel {
+    policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TypeLabel {
     r#type: String,
 }
@@ -127,6 +132,7 @@ pub struct Metrics {
     secret_cache_fallbacks: Family<ReasonLabel, Counter>,
     rollout_step: Family<RolloutLabel, Gauge>,
     rollout_decisions: Family<DecisionLabel, Counter>,
+    admission_policy_in_force: Family<PolicyLabel, Gauge>,
     lease_transitions: Arc<LeaseTransitions>,
     shard_members: Gauge,
     shard_handovers: Counter,
@@ -295,6 +301,12 @@ impl Default for Metrics {
                 "Decisions of the ConfigRollouts, by decision (Proceed, Complete, RollBack, Promote, Abort)",
                 rollout_decisions,
             ),
+            admission_policy_in_force: registered(
+                r,
+                "admission_policy_in_force",
+                "1 while the admission policy of crds/free-form-limits.yaml that bounds a kind's free-form fields and refuses its credentials written in plain text is in force as `aigw crds` renders it, bound to deny; 0 while it or its binding is missing or changed; absent until the policies were listed",
+                Default::default(),
+            ),
             lease_transitions: {
                 r.register_collector(Box::new(lease_transitions.clone()));
                 lease_transitions
@@ -316,6 +328,17 @@ fn latencies<L: Clone + std::hash::Hash + Eq>() -> Family<L, Histogram> {
 }
 
 impl Metrics {
+    /// Whether the admission policy `policy` is in force
+    /// ([`crate::controller::state::admission`]).
+    pub fn set_admission_policy_in_force(&self, policy: &str, in_force: bool) {
+        let label = PolicyLabel {
+            policy: policy.into(),
+        };
+        self.admission_policy_in_force
+            .get_or_create(&label)
+            .set(i64::from(in_force));
+    }
+
     /// Where a ConfigRollout stands: its step, or -1 once rolled back or aborted.
     pub fn rollout_step(
         &self,

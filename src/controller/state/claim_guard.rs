@@ -189,35 +189,7 @@ pub async fn in_force(kube: &kube::Client) -> Result<bool, kube::Error> {
 /// the apiserver defaults: `scope: "*"`, empty selectors), nothing narrowing it, and a binding
 /// that denies over every object.
 pub fn guards(found: &ValidatingAdmissionPolicy, bound: &ValidatingAdmissionPolicyBinding) -> bool {
-    let [wanted, _] = policy();
-    let spec = serde_json::to_value(&found.spec).unwrap_or_default();
-    let same = |field: &str| spec[field] == wanted["spec"][field];
-    let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(|m| m.is_empty());
-    let constraints = &spec["matchConstraints"];
-    let mut rules = constraints["resourceRules"].clone();
-    for rule in rules.as_array_mut().into_iter().flatten() {
-        if rule["scope"] == "*" {
-            rule.as_object_mut().map(|r| r.remove("scope"));
-        }
-    }
-    let policy_ok = same("matchConditions")
-        && same("validations")
-        && rules == wanted["spec"]["matchConstraints"]["resourceRules"]
-        && empty(&constraints["namespaceSelector"])
-        && empty(&constraints["objectSelector"])
-        && constraints["excludeResourceRules"]
-            .as_array()
-            .is_none_or(Vec::is_empty)
-        && spec["failurePolicy"] == "Fail";
-    let binding_ok = bound.spec.as_ref().is_some_and(|b| {
-        b.policy_name.as_deref() == Some(NAME)
-            && b.param_ref.is_none()
-            && b.match_resources.is_none()
-            && b.validation_actions
-                .as_ref()
-                .is_some_and(|a| a.iter().any(|a| a == "Deny"))
-    });
-    policy_ok && binding_ok
+    super::admission::enforces(found, bound, &policy()[0])
 }
 
 /// Keeps `guard` up to date after the first look ([`check`]): looks again every [`RECHECK`].
@@ -304,22 +276,11 @@ mod tests {
         );
     }
 
-    /// The policy and binding as the apiserver returns them (its defaults added), then changed
-    /// by `edit`.
+    /// The guard as the apiserver serves it, changed by `edit`.
     fn served(
         edit: impl FnOnce(&mut Value, &mut Value),
     ) -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding) {
-        let [mut policy, mut binding] = policy();
-        let constraints = &mut policy["spec"]["matchConstraints"];
-        constraints["matchPolicy"] = json!("Equivalent");
-        constraints["namespaceSelector"] = json!({});
-        constraints["objectSelector"] = json!({});
-        constraints["resourceRules"][0]["scope"] = json!("*");
-        edit(&mut policy, &mut binding);
-        (
-            serde_json::from_value(policy).unwrap(),
-            serde_json::from_value(binding).unwrap(),
-        )
+        crate::controller::state::admission::tests::served(&policy()[0], edit)
     }
 
     #[test]

@@ -1,3 +1,4 @@
+pub mod admission;
 pub mod claim_guard;
 pub mod claims;
 pub mod connection_reach;

@@ -62,6 +62,7 @@ fn exported() -> Exported {
     metrics.set_leader(true);
     metrics.set_drift_interval(Duration::from_secs(600));
     metrics.set_lease_transitions(1);
+    metrics.set_admission_policy_in_force("aigw-free-form-limits.configs", true);
     metrics.census("Config", &census::count(std::iter::empty::<&Config>()));
 
     let mut exported = Exported::new();
@@ -298,6 +299,7 @@ fn the_alert_rules_and_the_dashboard_query_only_what_aigw_exports() {
         "AigwDriftPassSlow",
         "AigwConfigRolledBack",
         "AigwReconcilePanicked",
+        "AigwAdmissionPolicyNotInForce",
     ] {
         assert!(alerts.contains(alert), "no alert {alert} in {alerts:?}");
     }

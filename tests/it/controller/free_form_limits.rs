@@ -282,3 +282,94 @@ async fn a_config_nested_150_levels_stops_no_other_config_after_a_restart() {
     }
     h.stop().await;
 }
+
+/// The operator, holding the chart's RBAC, watches the admission policies of the free-form
+/// fields: each one installed as `aigw crds` renders it reads as in force
+/// (`aigw_admission_policy_in_force` 1, which also proves the comparison with what the
+/// apiserver serves); a policy changed (here one rule added that refuses nothing, so that no
+/// other test loses a refusal) goes to 0 with a warning that names it, and comes back when the
+/// policies are applied again.
+#[tokio::test]
+async fn the_operator_tells_when_an_admission_policy_is_not_in_force() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+    let h = Harness::start("ff-guard").await;
+    let _one_at_a_time = POLICIES.lock().await;
+    let wanted: Vec<String> = aigw::resources::crds()
+        .iter()
+        .filter_map(|(_, crd)| aigw::resources::free_form::admission_policy(crd))
+        .map(|[policy, _]| policy["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(wanted.len() >= 6, "{wanted:?}");
+    let gauge = |metrics: &str, policy: &str| {
+        let series = format!("aigw_admission_policy_in_force{{policy=\"{policy}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str())?.parse::<i64>().ok())
+    };
+    let all_in_force = support::wait_until(WAIT, || async {
+        let metrics = h.ctx.metrics.encode();
+        wanted
+            .iter()
+            .all(|p| gauge(&metrics, p) == Some(1))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        all_in_force.is_some(),
+        "not every policy read as in force:\n{}",
+        h.ctx.metrics.encode()
+    );
+
+    let changed = "aigw-free-form-limits.apikeys";
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(h.env.client.clone());
+    let add_rule =
+        json!([{"op": "add", "path": "/spec/validations/-", "value": {"expression": "true"}}]);
+    policies
+        .patch(
+            changed,
+            &PatchParams::default(),
+            &Patch::<Value>::Json(serde_json::from_value(add_rule).unwrap()),
+        )
+        .await
+        .expect("the policy could not be changed");
+    let out = support::wait_until(WAIT, || async {
+        let metrics = h.ctx.metrics.encode();
+        (gauge(&metrics, changed) == Some(0)).then_some(metrics)
+    })
+    .await;
+    let restored = async {
+        let text = std::fs::read_to_string(
+            support::repo_root()
+                .join("crds")
+                .join(ADMISSION_POLICIES_FILE),
+        )
+        .unwrap();
+        support::install_admission_policies(&h.env.client, &text).await;
+    };
+    let Some(metrics) = out else {
+        restored.await;
+        panic!("a changed policy still read as in force");
+    };
+    let others = wanted.iter().filter(|p| *p != changed);
+    assert!(
+        others.clone().all(|p| gauge(&metrics, p) == Some(1)),
+        "{metrics}"
+    );
+    let logs = support::harness::captured_logs();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("the admission policy is not in force") && l.contains(changed)),
+        "no warning names the policy"
+    );
+
+    restored.await;
+    let back = support::wait_until(WAIT, || async {
+        (gauge(&h.ctx.metrics.encode(), changed) == Some(1)).then_some(())
+    })
+    .await;
+    assert!(
+        back.is_some(),
+        "the policy applied again never read as in force"
+    );
+    h.stop().await;
+}
