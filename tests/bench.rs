@@ -2057,6 +2057,11 @@ fn request_metric(text: &str, metric: &str) -> BTreeMap<String, f64> {
         if let Some(code) = labels.get("code").filter(|code| !code.starts_with('2')) {
             key = format!("{key} {code}");
         }
+        // A dry run (the operator's probe of the admission policies) stores nothing: named
+        // apart, and neither a write nor a GET.
+        if labels.get("dry_run").is_some_and(|d| !d.is_empty()) {
+            key = format!("dry-run {key}");
+        }
         *sums.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
     }
     sums

@@ -317,6 +317,8 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         call_windows,
         concurrent_lists: args.concurrent_lists,
         claims: args.claims,
+        // Set below, with the hash key's namespace.
+        own_namespace: None,
     };
     tracing::info!(installation = %settings.installation_id, "this installation acts only on the objects it claims (aigw.io/installation)");
     let grants = args
@@ -333,6 +335,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let hash_key_namespace = secret_namespace
         .clone()
         .unwrap_or_else(|| args.leader_election_namespace.clone());
+    let settings = Settings {
+        own_namespace: Some(hash_key_namespace.clone()),
+        ..settings
+    };
     let hash_key = hash_key::load(&kube, &hash_key_namespace, args.dry_run)
         .await
         .map_err(anyhow::Error::msg)?;

@@ -96,6 +96,10 @@ pub struct Settings {
     /// How a new object is taken (`--claims`): in its first metadata write while the claim
     /// annotation is guarded at admission, or always by a status record first.
     pub claims: crate::controller::state::claim_guard::ClaimMode,
+    /// The operator's own namespace (where its hash key lives), into which it sends the
+    /// dry-run create that tells whether the apiserver enforces the admission policies
+    /// ([`crate::controller::state::admission`]); `None`: not probed.
+    pub own_namespace: Option<String>,
 }
 
 impl Default for Settings {
@@ -113,6 +117,7 @@ impl Default for Settings {
             call_windows: Default::default(),
             concurrent_lists: crate::controller::runtime::lists::AT_ONCE,
             claims: Default::default(),
+            own_namespace: None,
         }
     }
 }

@@ -20,7 +20,7 @@ use super::runtime::lists::Lists;
 use super::runtime::shard_cache;
 use super::runtime::shards::Shards;
 use super::runtime::{health, unreadable};
-use super::state::claim_guard::{self, ClaimMode};
+use super::state::claim_guard::ClaimMode;
 use super::state::connection_reach::ConnectionReach;
 use super::state::triggers::Triggers;
 use super::state::{followers, relay};
@@ -957,6 +957,10 @@ async fn follow_leadership(ctx: Arc<Context>) {
     }
 }
 
+/// How long the controllers wait at start for the first look at the admission policies
+/// (`--claims auto`).
+const FIRST_LOOK: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Runs every controller until the process receives a termination signal or the returned
 /// future is dropped.
 pub async fn run(ctx: Arc<Context>, settings: Settings) {
@@ -972,17 +976,26 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     let mut helpers = Vec::new();
     // Whether a new object is taken in its first metadata write: known before any controller
     // starts, then followed.
-    if settings.claims == ClaimMode::Auto {
-        let guard = ctx.installation.guard().clone();
-        claim_guard::check(&ctx.kube, &guard).await;
-        helpers.push(tokio::spawn(claim_guard::follow(ctx.kube.clone(), guard)));
-    }
-    // Whether the admission policies of the free-form fields are in force: told in the logs
-    // and by `aigw_admission_policy_in_force`.
+    let claims = (settings.claims == ClaimMode::Auto).then(|| ctx.installation.guard().clone());
+    // Whether the admission policies are in force, watched: the free-form fields' (told in
+    // the logs and by `aigw_admission_policy_in_force`) and the claim guard. Until its first
+    // look the claim guard counts as out of force; the controllers wait for that look (a
+    // listing and the probe, `FIRST_LOOK` at most), so that new objects are taken in their
+    // first metadata write from the start where the guard holds.
+    let (looked, first_look) = tokio::sync::oneshot::channel();
+    let following_claims = claims.is_some();
     helpers.push(tokio::spawn(super::state::admission::follow(
         ctx.kube.clone(),
         ctx.metrics.clone(),
+        claims,
+        settings.own_namespace.clone(),
+        looked,
     )));
+    if following_claims && tokio::time::timeout(FIRST_LOOK, first_look).await.is_err() {
+        warn!(
+            "the admission policies were not seen within {FIRST_LOOK:?}: new objects are taken by a status record first until they are"
+        );
+    }
     // The Secrets aigw writes or reads, per watched namespace ([`super::secret_cache`]): their
     // caches exist before any controller reads them.
     let mut secret_watches = Vec::new();

@@ -9,11 +9,12 @@
 //! document past the bounds is refused only when reconciled. So the operator watches the
 //! policies and their bindings ([`follow`]), exports `aigw_admission_policy_in_force{policy}`
 //! (1 or 0; the chart's alert `AigwAdmissionPolicyNotInForce`) and warns when one goes missing
-//! or is changed. The guard of the installation claim is followed on its own
+//! or is changed. The same watches keep the state of the guard of the installation claim
 //! ([`super::claim_guard`]), whose check is [`enforces`] too.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -24,49 +25,66 @@ use kube::{Api, ResourceExt};
 use serde_json::Value;
 use tracing::{info, warn};
 
+use super::claim_guard::{Guard, RECHECK};
 use crate::controller::runtime::metrics::Metrics;
 
-/// Whether `found` and `bound` enforce `wanted` (a policy as `aigw crds` renders it): the
-/// policy's rules, conditions and variables as rendered (with what the apiserver defaults:
-/// `scope: "*"`, empty selectors), nothing narrowing it, failing closed, and a binding of it
-/// that denies over every object.
-pub fn enforces(
+/// Whether `found` and one of `bindings` enforce `wanted` (a policy as `aigw crds` renders
+/// it): the policy's whole spec as rendered, once what the apiserver defaults is taken out
+/// (`matchPolicy: Equivalent`, empty selectors, `scope: "*"`), and a binding of it that denies
+/// over every object, without parameters.
+pub fn enforces<'a>(
     found: &ValidatingAdmissionPolicy,
-    bound: &ValidatingAdmissionPolicyBinding,
+    mut bindings: impl Iterator<Item = &'a ValidatingAdmissionPolicyBinding>,
     wanted: &Value,
 ) -> bool {
     let name = wanted["metadata"]["name"].as_str().unwrap_or_default();
-    let wanted = &wanted["spec"];
-    let spec = serde_json::to_value(&found.spec).unwrap_or_default();
-    let same = |field: &str| spec[field] == wanted[field];
-    let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(|m| m.is_empty());
-    let constraints = &spec["matchConstraints"];
-    let mut rules = constraints["resourceRules"].clone();
-    for rule in rules.as_array_mut().into_iter().flatten() {
+    let mut spec = serde_json::to_value(&found.spec).unwrap_or_default();
+    if let Some(constraints) = spec.get_mut("matchConstraints") {
+        without_defaults(constraints);
+    }
+    let policy_ok = found.name_any() == name && spec == wanted["spec"];
+    policy_ok && bindings.any(|bound| denies_everywhere(bound, name))
+}
+
+/// Whether `bound` binds the policy `name` to deny, over every object and without parameters
+/// (a `matchResources` holding only what the apiserver defaults selects every object too).
+fn denies_everywhere(bound: &ValidatingAdmissionPolicyBinding, name: &str) -> bool {
+    let Some(spec) = &bound.spec else {
+        return false;
+    };
+    let everywhere = spec.match_resources.as_ref().is_none_or(|resources| {
+        let mut resources = serde_json::to_value(resources).unwrap_or_default();
+        without_defaults(&mut resources);
+        resources.as_object().is_some_and(|r| r.is_empty())
+    });
+    spec.policy_name.as_deref() == Some(name)
+        && spec.param_ref.is_none()
+        && everywhere
+        && (spec.validation_actions.iter().flatten()).any(|a| a == "Deny")
+}
+
+/// Takes out of a `matchConstraints` or `matchResources` what the apiserver sets by default:
+/// `matchPolicy: Equivalent`, empty selectors, `scope: "*"` in its rules.
+fn without_defaults(resources: &mut Value) {
+    let Some(fields) = resources.as_object_mut() else {
+        return;
+    };
+    if fields.get("matchPolicy").and_then(Value::as_str) == Some("Equivalent") {
+        fields.remove("matchPolicy");
+    }
+    for selector in ["namespaceSelector", "objectSelector"] {
+        if (fields.get(selector)).is_some_and(|s| s.as_object().is_some_and(|s| s.is_empty())) {
+            fields.remove(selector);
+        }
+    }
+    let rules = fields
+        .get_mut("resourceRules")
+        .and_then(Value::as_array_mut);
+    for rule in rules.into_iter().flatten() {
         if rule["scope"] == "*" {
             rule.as_object_mut().map(|r| r.remove("scope"));
         }
     }
-    let policy_ok = found.name_any() == name
-        && same("matchConditions")
-        && same("validations")
-        && same("variables")
-        && rules == wanted["matchConstraints"]["resourceRules"]
-        && empty(&constraints["namespaceSelector"])
-        && empty(&constraints["objectSelector"])
-        && constraints["excludeResourceRules"]
-            .as_array()
-            .is_none_or(Vec::is_empty)
-        && spec["failurePolicy"] == "Fail";
-    let binding_ok = bound.spec.as_ref().is_some_and(|b| {
-        b.policy_name.as_deref() == Some(name)
-            && b.param_ref.is_none()
-            && b.match_resources.is_none()
-            && b.validation_actions
-                .as_ref()
-                .is_some_and(|a| a.iter().any(|a| a == "Deny"))
-    });
-    policy_ok && binding_ok
 }
 
 /// The policies [`follow`] looks for, by name: every kind's free-form policy as `aigw crds`
@@ -143,84 +161,271 @@ enum Change {
 }
 
 impl Seen {
+    /// Whether both watches have listed.
+    fn listed(&self) -> bool {
+        self.policies.listed && self.bindings.listed
+    }
+
+    /// A watch failed: a listing under way is dropped (the next one starts afresh).
+    fn interrupted(&mut self) {
+        self.policies.relisting.clear();
+        self.bindings.relisting.clear();
+    }
+
     /// Applies `change`; true when the answer may have changed, both watches having listed.
     fn apply(&mut self, change: Change) -> bool {
         let changed = match change {
             Change::Policy(event) => self.policies.apply(event),
             Change::Binding(event) => self.bindings.apply(event),
         };
-        changed && self.policies.listed && self.bindings.listed
+        changed && self.listed()
     }
 }
 
-/// Whether each of `wanted` is in force, as `seen` shows.
-fn in_force(wanted: &BTreeMap<String, Value>, seen: &Seen) -> BTreeMap<String, bool> {
+/// Whether each of `wanted` is in force, as `seen` shows (`None`: it cannot be seen).
+fn in_force(wanted: &BTreeMap<String, Value>, seen: &Seen) -> BTreeMap<String, Option<bool>> {
     let verdict = |(name, policy): (&String, &Value)| {
-        let found = (seen.policies.objects.get(name)).zip(seen.bindings.objects.get(name));
-        let ok = found.is_some_and(|(found, bound)| enforces(found, bound, policy));
-        (name.clone(), ok)
+        let found = seen.policies.objects.get(name);
+        let bindings = seen.bindings.objects.values();
+        let ok = found.is_some_and(|found| enforces(found, bindings, policy));
+        (name.clone(), Some(ok))
     };
     wanted.iter().map(verdict).collect()
 }
 
+/// Whether the claim guard ([`super::claim_guard`]) is in force, as `seen` shows.
+fn claim_guarded(seen: &Seen) -> bool {
+    let found = seen.policies.objects.get(super::claim_guard::NAME);
+    let wanted = &super::claim_guard::policy()[0];
+    found.is_some_and(|found| enforces(found, seen.bindings.objects.values(), wanted))
+}
+
 /// Watches the admission policies and their bindings for as long as the process runs, keeps
 /// `aigw_admission_policy_in_force` up to date, and says when a policy goes out of force or
-/// comes back (every policy missing or changed at the first listing is named once). A watch
-/// that fails (the apiserver, or RBAC refusing `list`) is retried with backoff, and the gauges
-/// keep their last value, absent until the first listing; an apiserver that does not serve
-/// the policies at all (404) has none in force.
-pub async fn follow(kube: kube::Client, metrics: Arc<Metrics>) {
+/// comes back (every policy missing or changed at the first listing is named once). With
+/// `claims` (`--claims auto`), keeps the claim guard's state too, and tells a loss of it again
+/// at the next [`RECHECK`] tick ([`Guard::look_again`]).
+///
+/// What cannot be seen is not in force: a watch refused (403), failing twice in a row, or of
+/// policies the apiserver does not serve (404) takes every policy out of force (the gauges 0,
+/// new objects taken by a status record first) until a listing shows them again. A single
+/// failure keeps what was seen (the watch is retried with backoff).
+pub async fn follow(
+    kube: kube::Client,
+    metrics: Arc<Metrics>,
+    claims: Option<Guard>,
+    own_namespace: Option<String>,
+    first_look: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut first_look = Some(first_look);
     let wanted = wanted();
     let config = watcher::Config::default().any_semantic();
-    let policies = watcher(
-        Api::<ValidatingAdmissionPolicy>::all(kube.clone()),
-        config.clone(),
-    )
-    .default_backoff()
-    .map(|event| event.map(Change::Policy));
-    let bindings = watcher(Api::<ValidatingAdmissionPolicyBinding>::all(kube), config)
-        .default_backoff()
+    let policies =
+        watch::<ValidatingAdmissionPolicy>(&kube, &config).map(|e| e.map(Change::Policy));
+    let bindings = watch::<ValidatingAdmissionPolicyBinding>(&kube, &config)
         .map(|event| event.map(Change::Binding));
     let mut changes = std::pin::pin!(futures::stream::select(policies, bindings));
     let mut seen = Seen::default();
     let mut told = BTreeMap::<String, bool>::new();
-    while let Some(change) = changes.next().await {
-        let verdict = match change {
-            Ok(change) => match seen.apply(change) {
-                true => in_force(&wanted, &seen),
-                false => continue,
+    let (mut failures, mut blind) = (0, false);
+    let mut probed: Option<(Instant, Option<bool>)> = None;
+    let mut look = tokio::time::interval(RECHECK);
+    look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut guarded_at_last_look = claims.as_ref().is_some_and(Guard::in_force);
+    loop {
+        // An event of either watch, or `None`: a look every [`RECHECK`].
+        let step = tokio::select! {
+            change = changes.next() => match change {
+                Some(change) => Some(change),
+                None => return,
             },
-            // The apiserver does not serve the policies (Kubernetes before 1.30, or the API
-            // turned off): none can be in force.
-            Err(watcher::Error::InitialListFailed(kube::Error::Api(status)))
-                if status.code == 404 =>
-            {
-                let none = wanted.keys().map(|name| (name.clone(), false));
-                none.collect()
+            _ = look.tick() => None,
+        };
+        let (verdict, claim_guarded) = match step {
+            None => {
+                if let Some(guard) = &claims {
+                    guard.look_again(&mut guarded_at_last_look);
+                }
+                // A probe that was admitted is sent again: the apiserver may have been
+                // restarted with the policies enforced since.
+                let admitted = matches!(probed, Some((_, Some(false))));
+                if !(admitted && seen.listed() && failures == 0) {
+                    continue;
+                }
+                probed = None;
+                judged(&wanted, &seen, &kube, own_namespace.as_deref(), &mut probed).await
             }
-            Err(error) => {
-                warn!(%error, "cannot watch the admission policies of the free-form fields");
-                continue;
+            Some(Ok(change)) => {
+                failures = 0;
+                if !seen.apply(change) {
+                    continue;
+                }
+                judged(&wanted, &seen, &kube, own_namespace.as_deref(), &mut probed).await
+            }
+            Some(Err(error)) => {
+                failures += 1;
+                seen.interrupted();
+                let code = match &error {
+                    watcher::Error::InitialListFailed(kube::Error::Api(status))
+                    | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => {
+                        Some(status.code)
+                    }
+                    _ => None,
+                };
+                warn!(%error, "cannot watch the admission policies");
+                if !(matches!(code, Some(403 | 404)) || failures >= 2) {
+                    continue;
+                }
+                if !blind {
+                    warn!(
+                        "the admission policies cannot be seen: counted as not in force until they can (new objects are taken by a status record first)"
+                    );
+                }
+                let none = wanted.keys().map(|name| (name.clone(), None));
+                (none.collect(), false)
             }
         };
+        let probe_admitted = matches!(probed, Some((_, Some(false))));
+        let unseen = verdict.values().all(Option::is_none);
+        if unseen && probe_admitted && failures == 0 && !blind {
+            warn!(
+                "the apiserver does not enforce the admission policies: a dry-run Config holding a credential in plain text was admitted (is the ValidatingAdmissionPolicy admission plugin off?); every policy counts as not in force, and new objects are taken by a status record first"
+            );
+        }
+        blind = unseen;
+        if let Some(guard) = &claims {
+            guard.set(claim_guarded);
+        }
+        if let Some(first_look) = first_look.take() {
+            let _ = first_look.send(());
+        }
         let mut back = Vec::new();
-        for (name, now) in verdict {
+        for (name, seen_now) in verdict {
+            let now = seen_now == Some(true);
             metrics.set_admission_policy_in_force(&name, now);
             if told.insert(name.clone(), now) == Some(now) {
                 continue;
             }
-            match now {
-                true => back.push(name),
-                false => warn!(
+            match seen_now {
+                Some(true) => back.push(name),
+                Some(false) => warn!(
                     policy = %name,
-                    "the admission policy is not in force (it or its binding is missing, or changed from what `aigw crds` renders): the apiserver stores documents past the bounds and credentials written in plain text; aigw refuses to send them, but they stay in the objects. Apply crds/free-form-limits.yaml"
+                    "the admission policy is not in force (it or its binding is missing, or changed from what `aigw crds` renders): the apiserver stores documents past the bounds and credentials written in plain text; aigw refuses to send them, but they stay in the objects. Apply crds/free-form-limits.yaml (`kubectl replace -f` if it was changed)"
                 ),
+                None => {}
             }
         }
         if !back.is_empty() {
             info!(policies = ?back, "the admission policies are in force");
         }
     }
+}
+
+/// Whether each of `wanted` is in force, as `seen` shows and the apiserver enforces
+/// ([`enforced`], probed again when `probed` is older than [`RECHECK`]), and whether the claim
+/// guard is: every policy `None` (not in force) when the probe was admitted.
+async fn judged(
+    wanted: &BTreeMap<String, Value>,
+    seen: &Seen,
+    kube: &kube::Client,
+    own_namespace: Option<&str>,
+    probed: &mut Option<(Instant, Option<bool>)>,
+) -> (BTreeMap<String, Option<bool>>, bool) {
+    let verdict = in_force(wanted, seen);
+    // The spec as rendered says nothing of whether the apiserver runs the policies: a dry-run
+    // create refused by the Config policy does.
+    let renders = verdict.get(PROBE_POLICY) == Some(&Some(true));
+    let fresh = probed.is_some_and(|(at, _)| at.elapsed() < RECHECK);
+    if renders
+        && !fresh
+        && let Some(namespace) = own_namespace
+    {
+        *probed = Some((Instant::now(), enforced(kube, namespace).await));
+    }
+    match probed {
+        Some((_, Some(false))) if renders => {
+            let none = wanted.keys().map(|name| (name.clone(), None));
+            (none.collect(), false)
+        }
+        _ => (verdict, claim_guarded(seen)),
+    }
+}
+
+/// The policy the probe ([`enforced`]) runs into.
+const PROBE_POLICY: &str = "aigw-free-form-limits.configs";
+
+/// Whether the apiserver enforces the admission policies at all: a dry-run create (never
+/// stored) of a Config in `namespace` holding a credential key in plain text, which the Config
+/// policy refuses, naming itself. `Some(false)` when it is admitted; `None` when the answer
+/// says neither (RBAC refuses the create, another admission check refuses it first, the
+/// apiserver does not answer).
+async fn enforced(kube: &kube::Client, namespace: &str) -> Option<bool> {
+    let name = "aigw-admission-probe";
+    let probe = serde_json::json!({
+        "apiVersion": format!("{}/v1alpha1", crate::resources::common::GROUP),
+        "kind": "Config",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"name": name, "config": {"api_key": "not-a-credential"}},
+    });
+    let path = format!(
+        "/apis/{}/v1alpha1/namespaces/{namespace}/configs",
+        crate::resources::common::GROUP
+    );
+    let params = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let refusal = format!("ValidatingAdmissionPolicy '{PROBE_POLICY}'");
+    // The apiserver enforces a binding a moment after storing it: an admitted probe is sent
+    // again before it counts.
+    for attempt in 1..=PROBES {
+        let request =
+            kube::core::Request::new(&path).create(&params, probe.to_string().into_bytes());
+        let answer = match request {
+            Ok(request) => kube.request_text(request).await,
+            Err(error) => Err(kube::Error::BuildRequest(error)),
+        };
+        match answer {
+            Ok(_) if attempt < PROBES => tokio::time::sleep(PROBE_PAUSE).await,
+            Ok(_) => return Some(false),
+            Err(kube::Error::Api(status)) if status.message.contains(&refusal) => {
+                return Some(true);
+            }
+            Err(error) => {
+                warn!(%error, namespace, "cannot tell whether the apiserver enforces the admission policies (a dry-run create of a Config)");
+                return None;
+            }
+        }
+    }
+    None
+}
+
+/// How often an admitted probe is sent before it counts, and the pause between two.
+const PROBES: u32 = 4;
+const PROBE_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The events of a watch of every `K`, retried with backoff. Its `Init` events are left out:
+/// one comes before each listing, and kube's backoff starts again from its shortest wait at
+/// every event, so with them a watch refused for good would be retried every second
+/// ([`Seen::interrupted`] does what `Init` would).
+fn watch<K>(
+    kube: &kube::Client,
+    config: &watcher::Config,
+) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + use<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let not_init = |event: &Result<watcher::Event<K>, _>| {
+        futures::future::ready(!matches!(event, Ok(watcher::Event::Init)))
+    };
+    watcher(Api::<K>::all(kube.clone()), config.clone())
+        .filter(not_init)
+        .default_backoff()
 }
 
 #[cfg(test)]
@@ -270,10 +475,29 @@ pub(crate) mod tests {
             seen
         };
         let all = in_force(&wanted, &serve_all(&|_, _, _| {}));
-        assert!(all.values().all(|ok| *ok), "{all:?}");
+        assert!(all.values().all(|ok| *ok == Some(true)), "{all:?}");
 
         type Edit = fn(&mut Value, &mut Value);
-        let changed: [(&str, Edit); 6] = [
+        let changed: [(&str, Edit); 10] = [
+            ("a parameter kind", |p, _| {
+                p["spec"]["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"})
+            }),
+            (
+                "an audit annotation",
+                |p, _| {
+                    p["spec"]["auditAnnotations"] =
+                        json!([{"key": "x", "valueExpression": "string(object.spec)"}])
+                },
+            ),
+            ("matchPolicy Exact", |p, _| {
+                p["spec"]["matchConstraints"]["matchPolicy"] = json!("Exact")
+            }),
+            ("a binding for some resources only", |_, b| {
+                b["spec"]["matchResources"] = json!({"resourceRules": [{
+                    "apiGroups": ["aigw.io"], "apiVersions": ["*"],
+                    "operations": ["CREATE"], "resources": ["nothing"],
+                }]})
+            }),
             ("a validation dropped", |p, _| {
                 p["spec"]["validations"].as_array_mut().unwrap().pop();
             }),
@@ -302,17 +526,51 @@ pub(crate) mod tests {
                 }
             });
             let verdict = in_force(&wanted, &seen);
-            assert!(!verdict[configs], "{what} still counted as in force");
+            assert_eq!(verdict[configs], Some(false), "{what}");
             let others = verdict.iter().filter(|(name, _)| *name != configs);
-            assert!(others.clone().all(|(_, ok)| *ok), "{what}: {verdict:?}");
+            assert!(
+                others.clone().all(|(_, ok)| *ok == Some(true)),
+                "{what}: {verdict:?}"
+            );
+        }
+
+        // What the apiserver defaults in a binding's matchResources, or a binding of another
+        // name, still binds the policy everywhere.
+        let still: [(&str, Edit); 2] = [
+            ("matchResources as defaulted", |_, b| {
+                b["spec"]["matchResources"] = json!({
+                    "matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
+                })
+            }),
+            ("a binding of another name", |_, b| {
+                b["metadata"]["name"] = json!("my-binding")
+            }),
+        ];
+        for (what, edit) in still {
+            let mut seen = serve_all(&|name, p, b| {
+                if name == configs {
+                    edit(p, b)
+                }
+            });
+            let renamed = seen.bindings.objects.remove(configs).unwrap();
+            seen.bindings.objects.insert(renamed.name_any(), renamed);
+            assert_eq!(in_force(&wanted, &seen)[configs], Some(true), "{what}");
         }
 
         let mut seen = serve_all(&|_, _, _| {});
         seen.bindings.objects.remove(configs);
-        assert!(!in_force(&wanted, &seen)[configs], "without its binding");
+        assert_eq!(
+            in_force(&wanted, &seen)[configs],
+            Some(false),
+            "without its binding"
+        );
         let mut seen = serve_all(&|_, _, _| {});
         seen.policies.objects.remove(configs);
-        assert!(!in_force(&wanted, &seen)[configs], "without its policy");
+        assert_eq!(
+            in_force(&wanted, &seen)[configs],
+            Some(false),
+            "without its policy"
+        );
     }
 
     /// A deletion seen by the watch takes the policy out of force; a re-listing replaces what
@@ -334,17 +592,17 @@ pub(crate) mod tests {
             assert!(!seen.apply(change), "told before both watches listed");
         }
         assert!(seen.apply(Change::Binding(watcher::Event::InitDone)));
-        assert!(in_force(&wanted, &seen)[configs]);
+        assert_eq!(in_force(&wanted, &seen)[configs], Some(true));
         assert!(seen.apply(Change::Binding(watcher::Event::Delete(bound.clone()))));
-        assert!(!in_force(&wanted, &seen)[configs]);
+        assert_eq!(in_force(&wanted, &seen)[configs], Some(false));
         // A new listing replaces what was seen only once complete.
         assert!(!seen.apply(Change::Binding(watcher::Event::Init)));
         assert!(!seen.apply(Change::Binding(watcher::Event::InitApply(bound))));
-        assert!(!in_force(&wanted, &seen)[configs]);
+        assert_eq!(in_force(&wanted, &seen)[configs], Some(false));
         assert!(seen.apply(Change::Binding(watcher::Event::InitDone)));
-        assert!(in_force(&wanted, &seen)[configs]);
+        assert_eq!(in_force(&wanted, &seen)[configs], Some(true));
         seen.apply(Change::Policy(watcher::Event::Init));
         assert!(seen.apply(Change::Policy(watcher::Event::InitDone)));
-        assert!(!in_force(&wanted, &seen)[configs]);
+        assert_eq!(in_force(&wanted, &seen)[configs], Some(false));
     }
 }

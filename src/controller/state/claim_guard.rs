@@ -7,10 +7,12 @@
 //! POST) instead of a status write of its own first: a create costs two apiserver writes, not
 //! three ([`crate::controller::state::installation`]).
 //!
-//! The operator uses it only while it sees it in force ([`follow`]): the policy exactly as
+//! The operator uses it only while it sees it in force (the watches of
+//! [`crate::controller::state::admission::follow`], whose first look comes before any
+//! controller starts): the policy exactly as
 //! [`policy`] renders it, and its binding denying, over every object (no `matchResources`, no
 //! parameters). Without it, or with `--claims status`, every new object is taken by its status
-//! record first, as before. Removing the policy takes effect within [`RECHECK`].
+//! record first, as before. Removing the policy takes effect as soon as the watch shows it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +21,6 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use kube::Api;
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -29,7 +30,7 @@ use crate::resources::common::GROUP;
 /// The name of the policy and of its binding.
 pub const NAME: &str = "aigw-installation-claims";
 
-/// How often the operator looks again whether the guard is in force.
+/// How often a loss of the guard is looked at again ([`Guard::look_again`]).
 pub const RECHECK: Duration = Duration::from_secs(30);
 
 /// How an installation takes a new object (`--claims`).
@@ -52,7 +53,7 @@ struct GuardState {
     in_force: AtomicBool,
     /// Counts the times the guard went out of force, or a loss was told again ([`Guard::lost`]).
     lost: tokio::sync::watch::Sender<u64>,
-    /// The count as of the last loss told again ([`follow`]).
+    /// The count as of the last loss told again ([`Guard::look_again`]).
     retold: std::sync::atomic::AtomicU64,
 }
 
@@ -98,10 +99,22 @@ impl Guard {
         self.0.retold.swap(told, Ordering::Relaxed) != told
     }
 
-    /// Tells the loss again ([`follow`]).
+    /// Tells the loss again ([`Guard::look_again`]).
     fn tell_lost(&self) {
         self.0.lost.send_modify(|times| *times += 1);
         self.0.retold.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A look at the guard every [`RECHECK`]: a loss seen since the previous look, with the
+    /// guard out of force at both, is told again, for the reconciles that were taking an
+    /// object by its annotation while it went. `guarded_before`: the state at the previous
+    /// look, updated.
+    pub fn look_again(&self, guarded_before: &mut bool) {
+        let now = self.in_force();
+        if !*guarded_before && !now && self.lost_since_last_look() {
+            self.tell_lost();
+        }
+        *guarded_before = now;
     }
 
     /// A stream that yields each time the guard goes out of force: the objects claimed by their
@@ -172,65 +185,11 @@ pub fn policy() -> [Value; 2] {
     [policy, binding]
 }
 
-/// Whether the cluster holds the policy as [`policy`] renders it, bound to deny over every
-/// object ([`guards`]). `Err` when it cannot tell (the apiserver did not answer, or RBAC
-/// refuses the read).
-pub async fn in_force(kube: &kube::Client) -> Result<bool, kube::Error> {
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(kube.clone());
-    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(kube.clone());
-    let (Some(found), Some(bound)) = (policies.get_opt(NAME).await?, bindings.get_opt(NAME).await?)
-    else {
-        return Ok(false);
-    };
-    Ok(guards(&found, &bound))
-}
-
 /// Whether `found` and `bound` guard the claim: the policy as [`policy`] renders it (with what
 /// the apiserver defaults: `scope: "*"`, empty selectors), nothing narrowing it, and a binding
 /// that denies over every object.
 pub fn guards(found: &ValidatingAdmissionPolicy, bound: &ValidatingAdmissionPolicyBinding) -> bool {
-    super::admission::enforces(found, bound, &policy()[0])
-}
-
-/// Keeps `guard` up to date after the first look ([`check`]): looks again every [`RECHECK`].
-/// A failed read keeps the last answer once (a transient error does not flip every new
-/// object's claim) and says so; a read refused (403) or failing twice in a row counts as the
-/// guard gone, which only makes new claims take their status record first. A loss is told
-/// again at the next look, for the reconciles that were taking an object by its annotation
-/// while it went.
-pub async fn follow(kube: kube::Client, guard: Guard) {
-    let mut failures = 0;
-    loop {
-        let before = guard.in_force();
-        tokio::time::sleep(RECHECK).await;
-        if !before && !guard.in_force() && guard.lost_since_last_look() {
-            guard.tell_lost();
-        }
-        match in_force(&kube).await {
-            Ok(found) => {
-                failures = 0;
-                guard.set(found);
-            }
-            Err(error) => {
-                failures += 1;
-                let refused = matches!(&error, kube::Error::Api(e) if e.code == 403);
-                warn!(policy = NAME, %error, "cannot read the claim guard");
-                if refused || failures >= 2 {
-                    guard.set(false);
-                }
-            }
-        }
-    }
-}
-
-/// The first look ([`follow`] goes on from there): an error keeps the guard out of force.
-pub async fn check(kube: &kube::Client, guard: &Guard) {
-    match in_force(kube).await {
-        Ok(found) => guard.set(found),
-        Err(error) => {
-            warn!(policy = NAME, %error, "cannot read the claim guard; new objects are taken by a status record first")
-        }
-    }
+    super::admission::enforces(found, std::iter::once(bound), &policy()[0])
 }
 
 #[cfg(test)]
@@ -250,12 +209,19 @@ mod tests {
         assert_eq!(told.ok().flatten(), Some(()));
         let again = tokio::time::timeout(Duration::from_millis(100), lost.next()).await;
         assert!(again.is_err(), "told twice for one loss");
-        // `follow` tells a loss once more at its next look, and only once.
-        assert!(guard.lost_since_last_look());
-        guard.tell_lost();
-        assert!(!guard.lost_since_last_look());
+        // A loss is told once more at the first look that follows one with the guard already
+        // out of force, and only once.
+        let mut guarded_before = true;
+        guard.look_again(&mut guarded_before);
+        assert!(!guarded_before);
+        let early = tokio::time::timeout(Duration::from_millis(100), lost.next()).await;
+        assert!(early.is_err(), "told again at the look that saw it go");
+        guard.look_again(&mut guarded_before);
         let retold = tokio::time::timeout(Duration::from_secs(1), lost.next()).await;
         assert_eq!(retold.ok().flatten(), Some(()));
+        guard.look_again(&mut guarded_before);
+        let third = tokio::time::timeout(Duration::from_millis(100), lost.next()).await;
+        assert!(third.is_err(), "told again twice for one loss");
     }
 
     #[test]

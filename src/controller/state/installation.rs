@@ -111,7 +111,7 @@ impl Installation {
     }
 
     /// Whether the claim annotation is guarded at admission, shared by every copy of this
-    /// installation ([`crate::controller::state::claim_guard::follow`] keeps it).
+    /// installation ([`crate::controller::state::admission::follow`] keeps it).
     pub fn guard(&self) -> &Guard {
         &self.guard
     }

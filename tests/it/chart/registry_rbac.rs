@@ -45,7 +45,7 @@ fn aigw_rules(
     let mut crd_names = BTreeSet::new();
     let operators = objects
         .iter()
-        .filter(|o| o["kind"] == kind && !for_users(o));
+        .filter(|o| o["kind"] == kind && !for_users(o) && !own_namespace(o));
     for rule in operators.flat_map(|o| o["rules"].as_array().into_iter().flatten()) {
         let resources = strings(&rule["resources"]);
         if strings(&rule["apiGroups"]).iter().any(|g| g == GROUP) {
@@ -58,6 +58,13 @@ fn aigw_rules(
         }
     }
     (rules, crd_names)
+}
+
+/// The Role in the operator's own namespace (its hash key, and the dry-run probe of the
+/// admission policies), not one of a watched namespace.
+fn own_namespace(object: &Value) -> bool {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    object["kind"] == "Role" && name.ends_with("-hash-key")
 }
 
 /// One of the chart's roles for a namespace's people (`templates/user-roles.yaml`), which
@@ -108,4 +115,25 @@ fn chart_rbac_grants_exactly_the_registrys_resources() {
     assert_eq!(names, crd_names);
     let (rules, _) = aigw_rules(&watched, "Role");
     assert_eq!(rules, expected(true), "the watched namespace's Role");
+
+    // In its own namespace the operator may create Configs, for the dry-run probe of the
+    // admission policies, and nothing else of the aigw group.
+    for rendered in [&cluster_wide, &watched] {
+        let own: Vec<&Value> = rendered.iter().filter(|o| own_namespace(o)).collect();
+        assert_eq!(own.len(), 1, "one Role in the operator's own namespace");
+        let aigw: Vec<&Value> = own[0]["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| strings(&r["apiGroups"]).iter().any(|g| g == GROUP))
+            .collect();
+        let granted: Vec<(Vec<String>, Vec<String>)> = aigw
+            .iter()
+            .map(|r| (strings(&r["resources"]), strings(&r["verbs"])))
+            .collect();
+        assert_eq!(
+            granted,
+            [(vec!["configs".to_string()], vec!["create".to_string()])]
+        );
+    }
 }

@@ -288,7 +288,7 @@ async fn a_config_nested_150_levels_stops_no_other_config_after_a_restart() {
 /// (`aigw_admission_policy_in_force` 1, which also proves the comparison with what the
 /// apiserver serves); a policy changed (here one rule added that refuses nothing, so that no
 /// other test loses a refusal) goes to 0 with a warning that names it, and comes back when the
-/// policies are applied again.
+/// policies are applied again. The claim guard reads as in force from the same watches.
 #[tokio::test]
 async fn the_operator_tells_when_an_admission_policy_is_not_in_force() {
     use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
@@ -319,6 +319,18 @@ async fn the_operator_tells_when_an_admission_policy_is_not_in_force() {
         "not every policy read as in force:\n{}",
         h.ctx.metrics.encode()
     );
+    // The same watches keep the claim guard's state (`--claims auto`).
+    assert!(h.ctx.installation.guard().in_force());
+    // The dry-run probe (a Config holding a credential in plain text, in the operator's own
+    // namespace, under the chart's RBAC) was refused by the Config policy: neither inconclusive
+    // nor admitted.
+    let logs = support::harness::captured_logs();
+    for unwanted in [
+        "cannot tell whether the apiserver enforces",
+        "the apiserver does not enforce the admission policies",
+    ] {
+        assert!(!logs.contains(unwanted), "logged: {unwanted}");
+    }
 
     let changed = "aigw-free-form-limits.apikeys";
     let policies: Api<ValidatingAdmissionPolicy> = Api::all(h.env.client.clone());

@@ -265,6 +265,10 @@ impl Harness {
             .clone()
             .unwrap_or_else(|| chart::RELEASE_NAMESPACE.to_string());
         let hash_key = load_hash_key(&kube, &hash_key_namespace, settings.dry_run).await;
+        let settings = Settings {
+            own_namespace: Some(hash_key_namespace.clone()),
+            ..settings
+        };
         let ctx = new_context(
             &kube,
             &emulator,
