@@ -28,8 +28,11 @@ const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// the first) and returns the kubeconfig that impersonates its ServiceAccount.
 pub(super) async fn chart_rbac(spread: &Spread, dir: &Path) -> PathBuf {
     let watched: Vec<&str> = spread.namespaces.iter().map(String::as_str).collect();
+    // The processes run without `--connection-secret-namespace` or `POD_NAMESPACE`: their own
+    // namespace (the hash key, the probe of the admission policies) is the Leases'.
     let scope = support::chart::Scope::watched(&watched)
         .lease_namespace(&spread.namespaces[0])
+        .secret_namespace(Some(&spread.namespaces[0]))
         .sharded();
     support::chart::install(&spread.client, &scope)
         .await

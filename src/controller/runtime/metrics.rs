@@ -304,7 +304,7 @@ impl Default for Metrics {
             admission_policy_in_force: registered(
                 r,
                 "admission_policy_in_force",
-                "1 while the admission policy of crds/free-form-limits.yaml that bounds a kind's free-form fields and refuses its credentials written in plain text is as `aigw crds` renders it, bound to deny everywhere, and the apiserver enforces the policies (a dry-run probe); 0 while it or its binding is missing or changed, the operator cannot watch them, or the apiserver admitted the probe; absent until the policies were listed",
+                "1 while the admission policy of crds/free-form-limits.yaml that bounds a kind's free-form fields and refuses its credentials written in plain text is as `aigw crds` renders it, bound to deny everywhere, and the apiserver is seen to enforce the policies (a dry-run probe refused by the Config policy); 0 while it or its binding is missing or changed, the operator cannot watch them, or the probe is not refused; absent until the policies were listed",
                 Default::default(),
             ),
             lease_transitions: {

@@ -204,12 +204,17 @@ fn claim_guarded(seen: &Seen) -> bool {
 /// `aigw_admission_policy_in_force` up to date, and says when a policy goes out of force or
 /// comes back (every policy missing or changed at the first listing is named once). With
 /// `claims` (`--claims auto`), keeps the claim guard's state too, and tells a loss of it again
-/// at the next [`RECHECK`] tick ([`Guard::look_again`]).
+/// at the next [`RECHECK`] tick ([`Guard::look_again`]). `first_look` is told once the first
+/// verdict stands.
 ///
-/// What cannot be seen is not in force: a watch refused (403), failing twice in a row, or of
-/// policies the apiserver does not serve (404) takes every policy out of force (the gauges 0,
-/// new objects taken by a status record first) until a listing shows them again. A single
-/// failure keeps what was seen (the watch is retried with backoff).
+/// A policy is in force when it is as rendered ([`enforces`]) *and* the apiserver is seen to
+/// enforce policies (a dry-run probe, at every [`RECHECK`] and after each change): a
+/// probe admitted, or answered otherwise, or impossible (the Config policy not as rendered)
+/// leaves every policy out of force. So does what cannot be seen: a watch refused (403), of
+/// policies the apiserver does not serve (404), or failing again in the listing that follows
+/// an error. A lone error keeps what was seen; the next look lists again to make sure.
+/// A change that could bring a policy or the claim guard into force is judged 2 seconds
+/// later: the apiserver enforces a binding a moment after storing it.
 pub async fn follow(
     kube: kube::Client,
     metrics: Arc<Metrics>,
@@ -218,20 +223,21 @@ pub async fn follow(
     first_look: tokio::sync::oneshot::Sender<()>,
 ) {
     let mut first_look = Some(first_look);
-    let wanted = wanted();
-    let config = watcher::Config::default().any_semantic();
-    let policies =
-        watch::<ValidatingAdmissionPolicy>(&kube, &config).map(|e| e.map(Change::Policy));
-    let bindings = watch::<ValidatingAdmissionPolicyBinding>(&kube, &config)
-        .map(|event| event.map(Change::Binding));
-    let mut changes = std::pin::pin!(futures::stream::select(policies, bindings));
+    let mut changes = watches(&kube);
+    let mut judge = Judge {
+        wanted: wanted(),
+        kube: kube.clone(),
+        own_namespace,
+        probe: Probe::default(),
+    };
     let mut seen = Seen::default();
     let mut told = BTreeMap::<String, bool>::new();
-    let (mut failures, mut blind) = (0, false);
-    let mut probed: Option<(Instant, Option<bool>)> = None;
-    let mut look = tokio::time::interval(RECHECK);
+    // `erred`: an error since the last look; `relisting`: the listing that follows it;
+    // `unseen`: the watches cannot show the policies.
+    let (mut erred, mut relisting, mut unseen) = (false, false, false);
+    let mut look = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
     look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut guarded_at_last_look = claims.as_ref().is_some_and(Guard::in_force);
+    let mut guarded_at_last_look = false;
     loop {
         // An event of either watch, or `None`: a look every [`RECHECK`].
         let step = tokio::select! {
@@ -246,24 +252,38 @@ pub async fn follow(
                 if let Some(guard) = &claims {
                     guard.look_again(&mut guarded_at_last_look);
                 }
-                // A probe that was admitted is sent again: the apiserver may have been
-                // restarted with the policies enforced since.
-                let admitted = matches!(probed, Some((_, Some(false))));
-                if !(admitted && seen.listed() && failures == 0) {
+                if erred {
+                    // The watches resume after an error without listing: list again, and
+                    // count them unseen if that fails.
+                    (erred, relisting) = (false, true);
+                    seen.interrupted();
+                    changes = watches(&kube);
                     continue;
                 }
-                probed = None;
-                judged(&wanted, &seen, &kube, own_namespace.as_deref(), &mut probed).await
+                if unseen || !seen.listed() {
+                    continue;
+                }
+                // The apiserver may have restarted with other flags: probed again.
+                judge.judged(&seen, true).await
             }
             Some(Ok(change)) => {
-                failures = 0;
+                let first = !seen.listed();
                 if !seen.apply(change) {
                     continue;
                 }
-                judged(&wanted, &seen, &kube, own_namespace.as_deref(), &mut probed).await
+                (relisting, unseen) = (false, false);
+                let gaining = in_force(&judge.wanted, &seen)
+                    .iter()
+                    .any(|(name, now)| *now == Some(true) && told.get(name) != Some(&true))
+                    || claims
+                        .as_ref()
+                        .is_some_and(|guard| !guard.in_force() && claim_guarded(&seen));
+                if gaining && !first {
+                    tokio::time::sleep(SETTLE).await;
+                }
+                judge.judged(&seen, false).await
             }
             Some(Err(error)) => {
-                failures += 1;
                 seen.interrupted();
                 let code = match &error {
                     watcher::Error::InitialListFailed(kube::Error::Api(status))
@@ -273,26 +293,20 @@ pub async fn follow(
                     _ => None,
                 };
                 warn!(%error, "cannot watch the admission policies");
-                if !(matches!(code, Some(403 | 404)) || failures >= 2) {
+                if !(matches!(code, Some(403 | 404)) || relisting) {
+                    erred = true;
                     continue;
                 }
-                if !blind {
+                if !unseen {
                     warn!(
                         "the admission policies cannot be seen: counted as not in force until they can (new objects are taken by a status record first)"
                     );
                 }
-                let none = wanted.keys().map(|name| (name.clone(), None));
+                unseen = true;
+                let none = judge.wanted.keys().map(|name| (name.clone(), None));
                 (none.collect(), false)
             }
         };
-        let probe_admitted = matches!(probed, Some((_, Some(false))));
-        let unseen = verdict.values().all(Option::is_none);
-        if unseen && probe_admitted && failures == 0 && !blind {
-            warn!(
-                "the apiserver does not enforce the admission policies: a dry-run Config holding a credential in plain text was admitted (is the ValidatingAdmissionPolicy admission plugin off?); every policy counts as not in force, and new objects are taken by a status record first"
-            );
-        }
-        blind = unseen;
         if let Some(guard) = &claims {
             guard.set(claim_guarded);
         }
@@ -321,45 +335,123 @@ pub async fn follow(
     }
 }
 
-/// Whether each of `wanted` is in force, as `seen` shows and the apiserver enforces
-/// ([`enforced`], probed again when `probed` is older than [`RECHECK`]), and whether the claim
-/// guard is: every policy `None` (not in force) when the probe was admitted.
-async fn judged(
-    wanted: &BTreeMap<String, Value>,
-    seen: &Seen,
+/// How long after a change that could bring a policy into force it is judged.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Both watches, their events tagged.
+fn watches(
     kube: &kube::Client,
-    own_namespace: Option<&str>,
-    probed: &mut Option<(Instant, Option<bool>)>,
-) -> (BTreeMap<String, Option<bool>>, bool) {
-    let verdict = in_force(wanted, seen);
-    // The spec as rendered says nothing of whether the apiserver runs the policies: a dry-run
-    // create refused by the Config policy does.
-    let renders = verdict.get(PROBE_POLICY) == Some(&Some(true));
-    let fresh = probed.is_some_and(|(at, _)| at.elapsed() < RECHECK);
-    if renders
-        && !fresh
-        && let Some(namespace) = own_namespace
-    {
-        *probed = Some((Instant::now(), enforced(kube, namespace).await));
-    }
-    match probed {
-        Some((_, Some(false))) if renders => {
-            let none = wanted.keys().map(|name| (name.clone(), None));
-            (none.collect(), false)
+) -> futures::stream::BoxStream<'static, Result<Change, watcher::Error>> {
+    let config = watcher::Config::default().any_semantic();
+    let policies = watch::<ValidatingAdmissionPolicy>(kube, &config).map(|e| e.map(Change::Policy));
+    let bindings = watch::<ValidatingAdmissionPolicyBinding>(kube, &config)
+        .map(|event| event.map(Change::Binding));
+    futures::stream::select(policies, bindings).boxed()
+}
+
+/// What the last probe of enforcement found, and when.
+#[derive(Default)]
+struct Probe {
+    proof: Proof,
+    at: Option<Instant>,
+}
+
+/// Whether the apiserver was seen to enforce the admission policies ([`enforced`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+enum Proof {
+    /// No probe made: no own namespace to make it in (a library caller that sets none); the
+    /// specs alone decide.
+    #[default]
+    NotProbed,
+    /// The Config policy refused the probe.
+    Enforced,
+    /// The probe was admitted: the apiserver stores the policies without running them.
+    Admitted,
+    /// The Config policy is not as rendered, so a probe could prove nothing.
+    NoProbePolicy,
+    /// Another answer (RBAC, another admission check, no answer): what it was.
+    Unknown(String),
+}
+
+impl Proof {
+    /// Says what a change of proof means, once per change of kind.
+    fn tell(&self, before: &Proof, namespace: Option<&str>) {
+        if std::mem::discriminant(self) == std::mem::discriminant(before) {
+            return;
         }
-        _ => (verdict, claim_guarded(seen)),
+        match self {
+            Proof::Admitted => warn!(
+                "the apiserver does not enforce the admission policies: a dry-run Config holding a credential in plain text was admitted (is the ValidatingAdmissionPolicy admission plugin off?); every policy counts as not in force, and new objects are taken by a status record first"
+            ),
+            Proof::NoProbePolicy => warn!(
+                policy = PROBE_POLICY,
+                "whether the apiserver enforces the admission policies cannot be told without the Config policy as rendered: every policy counts as not in force"
+            ),
+            Proof::Unknown(answer) => warn!(
+                namespace,
+                %answer,
+                "cannot tell whether the apiserver enforces the admission policies (a dry-run create of a Config): every policy counts as not in force"
+            ),
+            Proof::Enforced | Proof::NotProbed => {}
+        }
     }
 }
+
+/// What a verdict needs besides what the watches show.
+struct Judge {
+    /// The policies looked for ([`wanted`]).
+    wanted: BTreeMap<String, Value>,
+    kube: kube::Client,
+    /// Where the probe is sent ([`enforced`]).
+    own_namespace: Option<String>,
+    probe: Probe,
+}
+
+impl Judge {
+    /// Whether each policy looked for is in force (`None`: as rendered, but not proven
+    /// enforced), as `seen` shows and the apiserver enforces ([`enforced`], probed when
+    /// `force` or when the last probe is older than [`PROBE_GAP`]), and whether the claim
+    /// guard is.
+    async fn judged(&mut self, seen: &Seen, force: bool) -> (BTreeMap<String, Option<bool>>, bool) {
+        let verdict = in_force(&self.wanted, seen);
+        let renders = verdict.get(PROBE_POLICY) == Some(&Some(true));
+        let probe = &mut self.probe;
+        let stale = force || probe.at.is_none_or(|at| at.elapsed() >= PROBE_GAP);
+        let namespace = self.own_namespace.as_deref();
+        let proof = match (renders, namespace) {
+            (false, _) => Proof::NoProbePolicy,
+            (true, None) => Proof::NotProbed,
+            (true, Some(namespace)) if stale => {
+                probe.at = Some(Instant::now());
+                enforced(&self.kube, namespace).await
+            }
+            (true, Some(_)) => probe.proof.clone(),
+        };
+        proof.tell(&probe.proof, namespace);
+        probe.proof = proof;
+        let proven = matches!(probe.proof, Proof::Enforced | Proof::NotProbed);
+        let verdict = verdict
+            .into_iter()
+            .map(|(name, now)| match now {
+                Some(true) if !proven => (name, None),
+                now => (name, now),
+            })
+            .collect();
+        (verdict, proven && claim_guarded(seen))
+    }
+}
+
+/// The least time between two probes made for changes (a look always probes).
+const PROBE_GAP: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The policy the probe ([`enforced`]) runs into.
 const PROBE_POLICY: &str = "aigw-free-form-limits.configs";
 
 /// Whether the apiserver enforces the admission policies at all: a dry-run create (never
 /// stored) of a Config in `namespace` holding a credential key in plain text, which the Config
-/// policy refuses, naming itself. `Some(false)` when it is admitted; `None` when the answer
-/// says neither (RBAC refuses the create, another admission check refuses it first, the
-/// apiserver does not answer).
-async fn enforced(kube: &kube::Client, namespace: &str) -> Option<bool> {
+/// policy refuses, naming itself. Admitted, it is sent again ([`PROBES`] times in all) before
+/// it counts.
+async fn enforced(kube: &kube::Client, namespace: &str) -> Proof {
     let name = "aigw-admission-probe";
     let probe = serde_json::json!({
         "apiVersion": format!("{}/v1alpha1", crate::resources::common::GROUP),
@@ -376,8 +468,6 @@ async fn enforced(kube: &kube::Client, namespace: &str) -> Option<bool> {
         ..Default::default()
     };
     let refusal = format!("ValidatingAdmissionPolicy '{PROBE_POLICY}'");
-    // The apiserver enforces a binding a moment after storing it: an admitted probe is sent
-    // again before it counts.
     for attempt in 1..=PROBES {
         let request =
             kube::core::Request::new(&path).create(&params, probe.to_string().into_bytes());
@@ -387,20 +477,18 @@ async fn enforced(kube: &kube::Client, namespace: &str) -> Option<bool> {
         };
         match answer {
             Ok(_) if attempt < PROBES => tokio::time::sleep(PROBE_PAUSE).await,
-            Ok(_) => return Some(false),
+            Ok(_) => return Proof::Admitted,
             Err(kube::Error::Api(status)) if status.message.contains(&refusal) => {
-                return Some(true);
+                return Proof::Enforced;
             }
-            Err(error) => {
-                warn!(%error, namespace, "cannot tell whether the apiserver enforces the admission policies (a dry-run create of a Config)");
-                return None;
-            }
+            Err(error) => return Proof::Unknown(error.to_string()),
         }
     }
-    None
+    Proof::Admitted
 }
 
-/// How often an admitted probe is sent before it counts, and the pause between two.
+/// How often an admitted probe is sent before it counts (the apiserver enforces a binding a
+/// moment after storing it), and the pause between two.
 const PROBES: u32 = 4;
 const PROBE_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
 

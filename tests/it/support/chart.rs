@@ -505,11 +505,21 @@ pub async fn apply(admin: &Client, document: Value) -> DynamicObject {
     .unwrap_or_else(|e| panic!("apply {}: {e}", object.name_any()))
 }
 
+/// The chart's objects for an operator process watching `namespace`, holding its Lease there,
+/// and started without `--connection-secret-namespace` or `POD_NAMESPACE`: its own namespace
+/// (the hash key, the dry-run probe of the admission policies) is the Lease's, so the chart's
+/// Role of the Connection secret namespace goes there too.
+fn own_namespace_scope(namespace: &str) -> Scope {
+    Scope::watched(&[namespace])
+        .lease_namespace(namespace)
+        .secret_namespace(Some(namespace))
+}
+
 /// For an `aigw operator` process that watches `namespace` and keeps its Lease there: the
 /// chart's `watchNamespaces` RBAC for that namespace, and a kubeconfig in `dir` that
 /// impersonates the chart's ServiceAccount (pass it as `KUBECONFIG`).
 pub async fn operator_kubeconfig(admin: &Client, namespace: &str, dir: &Path) -> PathBuf {
-    let scope = Scope::watched(&[namespace]).lease_namespace(namespace);
+    let scope = own_namespace_scope(namespace);
     install(admin, &scope).await.kubeconfig_file(dir)
 }
 
@@ -517,7 +527,7 @@ pub async fn operator_kubeconfig(admin: &Client, namespace: &str, dir: &Path) ->
 /// instead of impersonation, written to `dir/kubeconfig`.
 #[allow(dead_code)] // the bench's BENCH_IDENTITY=token
 pub async fn operator_token_kubeconfig(admin: &Client, namespace: &str, dir: &Path) -> PathBuf {
-    let scope = Scope::watched(&[namespace]).lease_namespace(namespace);
+    let scope = own_namespace_scope(namespace);
     let kubeconfig = install(admin, &scope).await.token_kubeconfig(admin).await;
     let path = dir.join("kubeconfig");
     let text = serde_yaml::to_string(&kubeconfig).expect("kubeconfig as YAML");
