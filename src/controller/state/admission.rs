@@ -154,6 +154,13 @@ struct Seen {
     bindings: Listing<ValidatingAdmissionPolicyBinding>,
 }
 
+/// Which watch.
+#[derive(Clone, Copy, Debug)]
+enum Side {
+    Policies,
+    Bindings,
+}
+
 /// One event of either watch.
 enum Change {
     Policy(watcher::Event<ValidatingAdmissionPolicy>),
@@ -166,10 +173,22 @@ impl Seen {
         self.policies.listed && self.bindings.listed
     }
 
-    /// A watch failed: a listing under way is dropped (the next one starts afresh).
-    fn interrupted(&mut self) {
-        self.policies.relisting.clear();
-        self.bindings.relisting.clear();
+    /// The watch of `side` failed: a listing under way is dropped (the next one starts
+    /// afresh).
+    fn interrupted(&mut self, side: Side) {
+        match side {
+            Side::Policies => self.policies.relisting.clear(),
+            Side::Bindings => self.bindings.relisting.clear(),
+        }
+    }
+
+    /// What the watch of `side` showed no longer counts until its next listing completes.
+    fn forget(&mut self, side: Side) {
+        self.interrupted(side);
+        match side {
+            Side::Policies => self.policies.listed = false,
+            Side::Bindings => self.bindings.listed = false,
+        }
     }
 
     /// Applies `change`; true when the answer may have changed, both watches having listed.
@@ -253,10 +272,12 @@ pub async fn follow(
                     guard.look_again(&mut guarded_at_last_look);
                 }
                 if erred {
-                    // The watches resume after an error without listing: list again, and
-                    // count them unseen if that fails.
+                    // The watches resume after an error without listing: both list again
+                    // (what they showed stands until both have), and count as unseen if that
+                    // fails.
                     (erred, relisting) = (false, true);
-                    seen.interrupted();
+                    seen.forget(Side::Policies);
+                    seen.forget(Side::Bindings);
                     changes = watches(&kube);
                     continue;
                 }
@@ -266,8 +287,7 @@ pub async fn follow(
                 // The apiserver may have restarted with other flags: probed again.
                 judge.judged(&seen, true).await
             }
-            Some(Ok(change)) => {
-                let first = !seen.listed();
+            Some((_, Ok(change))) => {
                 if !seen.apply(change) {
                     continue;
                 }
@@ -278,13 +298,13 @@ pub async fn follow(
                     || claims
                         .as_ref()
                         .is_some_and(|guard| !guard.in_force() && claim_guarded(&seen));
-                if gaining && !first {
+                if gaining && !told.is_empty() {
                     tokio::time::sleep(SETTLE).await;
                 }
                 judge.judged(&seen, false).await
             }
-            Some(Err(error)) => {
-                seen.interrupted();
+            Some((side, Err(error))) => {
+                seen.interrupted(side);
                 let code = match &error {
                     watcher::Error::InitialListFailed(kube::Error::Api(status))
                     | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => {
@@ -297,6 +317,8 @@ pub async fn follow(
                     erred = true;
                     continue;
                 }
+                // Unseen until this watch lists again, whatever the other shows meanwhile.
+                seen.forget(side);
                 if !unseen {
                     warn!(
                         "the admission policies cannot be seen: counted as not in force until they can (new objects are taken by a status record first)"
@@ -338,14 +360,15 @@ pub async fn follow(
 /// How long after a change that could bring a policy into force it is judged.
 const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Both watches, their events tagged.
+/// Both watches, their events and errors tagged with the watch.
 fn watches(
     kube: &kube::Client,
-) -> futures::stream::BoxStream<'static, Result<Change, watcher::Error>> {
+) -> futures::stream::BoxStream<'static, (Side, Result<Change, watcher::Error>)> {
     let config = watcher::Config::default().any_semantic();
-    let policies = watch::<ValidatingAdmissionPolicy>(kube, &config).map(|e| e.map(Change::Policy));
+    let policies = watch::<ValidatingAdmissionPolicy>(kube, &config)
+        .map(|event| (Side::Policies, event.map(Change::Policy)));
     let bindings = watch::<ValidatingAdmissionPolicyBinding>(kube, &config)
-        .map(|event| event.map(Change::Binding));
+        .map(|event| (Side::Bindings, event.map(Change::Binding)));
     futures::stream::select(policies, bindings).boxed()
 }
 
@@ -472,8 +495,11 @@ async fn enforced(kube: &kube::Client, namespace: &str) -> Proof {
         let request =
             kube::core::Request::new(&path).create(&params, probe.to_string().into_bytes());
         let answer = match request {
-            Ok(request) => kube.request_text(request).await,
-            Err(error) => Err(kube::Error::BuildRequest(error)),
+            Ok(request) => tokio::time::timeout(PROBE_TIMEOUT, kube.request_text(request)).await,
+            Err(error) => Ok(Err(kube::Error::BuildRequest(error))),
+        };
+        let Ok(answer) = answer else {
+            return Proof::Unknown(format!("no answer within {PROBE_TIMEOUT:?}"));
         };
         match answer {
             Ok(_) if attempt < PROBES => tokio::time::sleep(PROBE_PAUSE).await,
@@ -491,6 +517,10 @@ async fn enforced(kube: &kube::Client, namespace: &str) -> Proof {
 /// moment after storing it), and the pause between two.
 const PROBES: u32 = 4;
 const PROBE_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long one probe may wait for its answer (the verdict waits for it): past the 30 s an
+/// admission webhook may take, so that a slow but healthy one is not taken for no answer.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(35);
 
 /// The events of a watch of every `K`, retried with backoff. Its `Init` events are left out:
 /// one comes before each listing, and kube's backoff starts again from its shortest wait at
@@ -683,6 +713,14 @@ pub(crate) mod tests {
         assert_eq!(in_force(&wanted, &seen)[configs], Some(true));
         assert!(seen.apply(Change::Binding(watcher::Event::Delete(bound.clone()))));
         assert_eq!(in_force(&wanted, &seen)[configs], Some(false));
+        // A watch forgotten after a failure counts again only once it has listed again,
+        // whatever the other shows meanwhile.
+        seen.forget(Side::Bindings);
+        assert!(!seen.apply(Change::Policy(watcher::Event::Apply(found.clone()))));
+        assert!(!seen.apply(Change::Binding(watcher::Event::InitApply(bound.clone()))));
+        assert!(seen.apply(Change::Binding(watcher::Event::InitDone)));
+        assert_eq!(in_force(&wanted, &seen)[configs], Some(true));
+        seen.apply(Change::Binding(watcher::Event::Delete(bound.clone())));
         // A new listing replaces what was seen only once complete.
         assert!(!seen.apply(Change::Binding(watcher::Event::Init)));
         assert!(!seen.apply(Change::Binding(watcher::Event::InitApply(bound))));
