@@ -1,5 +1,6 @@
-//! Whether the admission policies aigw ships in `crds/free-form-limits.yaml` are in force as
-//! `aigw crds` renders them.
+//! Whether the admission policies aigw ships in `crds/free-form-limits.yaml` are in force: as
+//! `aigw crds` renders them, and run by the apiserver (a dry-run probe the Config policy must
+//! refuse).
 //!
 //! Each kind with free-form fields or credential keys has a policy
 //! ([`crate::resources::free_form::admission_policy`]) that bounds its documents and refuses a
@@ -201,7 +202,8 @@ impl Seen {
     }
 }
 
-/// Whether each of `wanted` is in force, as `seen` shows (`None`: it cannot be seen).
+/// Whether each of `wanted` is as rendered and bound to deny, as `seen` shows (always `Some`:
+/// [`Judge::judged`] leaves `None` for what is not proven enforced).
 fn in_force(wanted: &BTreeMap<String, Value>, seen: &Seen) -> BTreeMap<String, Option<bool>> {
     let verdict = |(name, policy): (&String, &Value)| {
         let found = seen.policies.objects.get(name);
