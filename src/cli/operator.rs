@@ -297,6 +297,15 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         anyhow::bail!("--shards needs --leader-elect: each shard is held by a Lease");
     }
 
+    let secret_namespace = args
+        .connection_secret_namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok());
+    // The hash key lives in the operator's own namespace: the Connection secret namespace,
+    // else the Lease namespace (both `POD_NAMESPACE` by default).
+    let hash_key_namespace = secret_namespace
+        .clone()
+        .unwrap_or_else(|| args.leader_election_namespace.clone());
     let settings = Settings {
         namespaces: args.namespaces,
         concurrency: args.concurrency.max(1),
@@ -317,8 +326,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         call_windows,
         concurrent_lists: args.concurrent_lists,
         claims: args.claims,
-        // Set below, with the hash key's namespace.
-        own_namespace: None,
+        own_namespace: Some(hash_key_namespace.clone()),
     };
     tracing::info!(installation = %settings.installation_id, "this installation acts only on the objects it claims (aigw.io/installation)");
     let grants = args
@@ -326,19 +334,6 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(super::read_grants_file)
         .transpose()?;
-    let secret_namespace = args
-        .connection_secret_namespace
-        .clone()
-        .or_else(|| std::env::var("POD_NAMESPACE").ok());
-    // The hash key lives in the operator's own namespace: the Connection secret namespace,
-    // else the Lease namespace (both `POD_NAMESPACE` by default).
-    let hash_key_namespace = secret_namespace
-        .clone()
-        .unwrap_or_else(|| args.leader_election_namespace.clone());
-    let settings = Settings {
-        own_namespace: Some(hash_key_namespace.clone()),
-        ..settings
-    };
     let hash_key = hash_key::load(&kube, &hash_key_namespace, args.dry_run)
         .await
         .map_err(anyhow::Error::msg)?;

@@ -343,10 +343,6 @@ pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
         }));
     }
     validations.extend(credentials.iter().map(credential_refusal));
-    let variables: Vec<Value> = match credentials.is_empty() {
-        true => Vec::new(),
-        false => vec![credential_keys_variable()],
-    };
     let name = policy_name(crd);
     let mut policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -370,8 +366,8 @@ pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
             "validations": validations,
         },
     });
-    if !variables.is_empty() {
-        policy["spec"]["variables"] = Value::Array(variables);
+    if !credentials.is_empty() {
+        policy["spec"]["variables"] = json!([credential_keys_variable()]);
     }
     let binding = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",

@@ -18,9 +18,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -185,15 +182,12 @@ pub fn policy() -> [Value; 2] {
     [policy, binding]
 }
 
-/// Whether `found` and `bound` guard the claim: the policy as [`policy`] renders it (with what
-/// the apiserver defaults: `scope: "*"`, empty selectors), nothing narrowing it, and a binding
-/// that denies over every object.
-pub fn guards(found: &ValidatingAdmissionPolicy, bound: &ValidatingAdmissionPolicyBinding) -> bool {
-    super::admission::enforces(found, std::iter::once(bound), &policy()[0])
-}
-
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+
     use super::*;
 
     #[tokio::test]
@@ -240,6 +234,11 @@ mod tests {
             policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"],
             json!(["UPDATE"])
         );
+    }
+
+    /// Whether `found` and `bound` guard the claim ([`crate::controller::state::admission::enforces`]).
+    fn guards(found: &ValidatingAdmissionPolicy, bound: &ValidatingAdmissionPolicyBinding) -> bool {
+        crate::controller::state::admission::enforces(found, std::iter::once(bound), &policy()[0])
     }
 
     /// The guard as the apiserver serves it, changed by `edit`.
