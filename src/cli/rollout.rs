@@ -98,14 +98,21 @@ pub async fn run(args: RolloutArgs) -> anyhow::Result<()> {
 async fn act(target: &Target, action: &str) -> anyhow::Result<()> {
     let (api, namespace) = target.api().await?;
     let patch = serde_json::json!({"metadata": {"annotations": {ACTION_ANNOTATION: action}}});
-    api.patch(&target.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .with_context(|| {
-            format!(
-                "failed to annotate ConfigRollout {namespace}/{}",
-                target.name
-            )
-        })?;
+    api.patch(
+        &target.name,
+        &PatchParams {
+            field_manager: Some("aigw-cli".to_string()),
+            ..PatchParams::default()
+        },
+        &Patch::Merge(&patch),
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "failed to annotate ConfigRollout {namespace}/{}",
+            target.name
+        )
+    })?;
     super::write_stdout(&format!(
         "ConfigRollout {namespace}/{}: {ACTION_ANNOTATION}={action} set; the operator acts on it at its next reconcile (aigw rollout status {} -n {namespace})",
         target.name, target.name

@@ -285,7 +285,7 @@ async fn release<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
     match objects
         .patch::<K>(
             &object.name_any(),
-            &kube::api::PatchParams::default(),
+            &kind::own_write::<K>(),
             &kube::api::Patch::Json(patch),
         )
         .await

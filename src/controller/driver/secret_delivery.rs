@@ -305,6 +305,7 @@ async fn write<K: Managed>(
         Some(_) => {
             let params = PatchParams {
                 dry_run,
+                field_manager: Some(K::manager()),
                 ..Default::default()
             };
             api.patch(name, &params, &Patch::Merge(&secret)).await
@@ -312,7 +313,7 @@ async fn write<K: Managed>(
         None => {
             let params = kube::api::PostParams {
                 dry_run,
-                ..Default::default()
+                field_manager: Some(K::manager()),
             };
             api.create(&params, &secret).await
         }
@@ -426,7 +427,14 @@ pub async fn release_secret<K: Managed>(
             serde_json::json!({ UNFINISHED_ROTATION_ANNOTATION: unfinished.since });
     }
     let released = secrets(cx)
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(
+            name,
+            &PatchParams {
+                field_manager: Some(K::manager()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&patch),
+        )
         .await;
     let version = released.as_ref().ok().and_then(|s| s.resource_version());
     cx.ctx
@@ -451,7 +459,10 @@ pub async fn restart_workloads<K: Managed>(
     let patch = serde_json::json!({
         "spec": {"template": {"metadata": {"annotations": {ROTATED_AT_ANNOTATION: rotated_at}}}}
     });
-    let params = PatchParams::default();
+    let params = PatchParams {
+        field_manager: Some(K::manager()),
+        ..PatchParams::default()
+    };
     let ns = cx.namespace();
     for workload in workloads {
         if let Err(e) = cx.gate.may_write() {

@@ -926,7 +926,14 @@ impl Run<'_> {
             serde_json::json!({"resourceVersion": self.version, "finalizers": finalizers});
         let patch = serde_json::json!({ "metadata": metadata });
         self.rollouts
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &self.name,
+                &PatchParams {
+                    field_manager: Some(MANAGER.to_string()),
+                    ..PatchParams::default()
+                },
+                &Patch::Merge(&patch),
+            )
             .await
     }
 

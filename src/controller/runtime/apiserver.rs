@@ -72,9 +72,10 @@ pub fn client(config: kube::Config, protocol: Protocol) -> Result<kube::Client, 
 /// [`client`]'s builder, for a caller that adds layers of its own: kube's layers (base URI,
 /// retries of 5xx, authentication, extra headers) over a [`Pool`].
 pub fn builder(
-    config: kube::Config,
+    mut config: kube::Config,
     protocol: Protocol,
 ) -> Result<ClientBuilder<GenericService>, kube::Error> {
+    identify(&mut config);
     // kube's own stack for what only it handles: proxies, and exec plugins (their client
     // certificates expire, and kube marks the client with that time).
     if protocol == Protocol::Http1 || config.proxy_url.is_some() || config.auth_info.exec.is_some()
@@ -84,11 +85,31 @@ pub fn builder(
     Ok(pooled(config, STREAMS_PER_CONNECTION)?.0)
 }
 
+/// The `User-Agent` of every request to the apiserver, as client-go sends its binary's name
+/// and version: the apiserver's audit log and metrics tell aigw's requests apart by it, and a
+/// write that names no field manager is recorded under its first word (`aigw`), not `unknown`.
+pub const USER_AGENT: &str = concat!("aigw/", env!("CARGO_PKG_VERSION"));
+
+/// Adds [`USER_AGENT`] to the headers `config` sends, unless it has one of its own.
+fn identify(config: &mut kube::Config) {
+    if !config
+        .headers
+        .iter()
+        .any(|(name, _)| name == http::header::USER_AGENT)
+    {
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(USER_AGENT),
+        ));
+    }
+}
+
 /// An HTTP/2 [`builder`] whose connections carry at most `streams` each, and its [`Pool`].
 pub fn pooled(
-    config: kube::Config,
+    mut config: kube::Config,
     streams: usize,
 ) -> Result<(ClientBuilder<GenericService>, Pool<Connector>), kube::Error> {
+    identify(&mut config);
     let pool = Pool::new(connector(&config)?, streams);
     let retry = config
         .default_retry

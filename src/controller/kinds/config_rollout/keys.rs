@@ -81,7 +81,14 @@ impl Run<'_> {
                 },
             }});
             self.keys
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(
+                    name,
+                    &PatchParams {
+                        field_manager: Some(super::MANAGER.to_string()),
+                        ..PatchParams::default()
+                    },
+                    &Patch::Merge(&patch),
+                )
                 .await
                 .map_err(|e| match e {
                     kube::Error::Api(s) if s.code == 409 => {

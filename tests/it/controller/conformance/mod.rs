@@ -603,7 +603,34 @@ async fn create<F: Fixture>(kind: &Kind<'_>) -> String {
     let made = (post.as_str(), 1, "exactly one POST");
     kind.counted_then_kept::<F>(&before, made, ("create", &key, "the status records"))
         .await;
+    let object = kind.get::<F>("cf-create").await.unwrap();
+    field_managers::<F>(&object);
     key
+}
+
+/// What aigw wrote on `object` is recorded under the kind's field manager (`aigw/<kind>`): its
+/// status apply, and the update that put its finalizer and create intent on the object (without a
+/// named manager the apiserver records such a write as `unknown`).
+fn field_managers<F: Fixture>(object: &Value) {
+    let manager = format!("aigw/{}", F::META.kind.to_lowercase());
+    let entries = object["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let owner = |owns: &dyn Fn(&Value) -> bool| {
+        entries
+            .iter()
+            .find(|entry| owns(&entry["fieldsV1"]))
+            .map(|entry| entry["manager"].as_str().unwrap_or_default().to_string())
+    };
+    let status = owner(&|fields| fields["f:status"].is_object());
+    let finalizers = owner(&|fields| fields["f:metadata"]["f:finalizers"].is_object());
+    assert_eq!(
+        (status.as_deref(), finalizers.as_deref()),
+        (Some(manager.as_str()), Some(manager.as_str())),
+        "{} (create): the managers of the status and of the finalizer: {entries:?}",
+        F::META.kind
+    );
 }
 
 /// (b) No remote write, and no write to the object, across drift passes.
