@@ -12,12 +12,13 @@
 #
 # It runs on a control plane of its own (state in target/bench/cluster, stopped and removed at
 # the end), so apiserver_request_total counts only the bench's traffic and no earlier objects
-# weigh on etcd. Then the mixed set (tests/bench.rs, bench_mixed: Configs, RateLimitsPolicies,
+# weigh on etcd; the bench starts a fresh one before each side (each floor, aigw, live and on the
+# backlog), so no side runs beside the objects of the one before (BENCH_ONE_PLANE=1: one plane). Then the mixed set (tests/bench.rs, bench_mixed: Configs, RateLimitsPolicies,
 # UsageLimitsPolicies, Guardrails, Deployments and ApiKeys, N in total) on a fresh control plane:
 # target/bench/report-mixed-N.json. First, without a control plane, the bytes the watch cache holds
 # per Ready Config (tests/bench/footprint.rs): target/bench/footprint.json. Knobs: N, BENCH_EDITS (50), BENCH_STEADY_SECONDS (60),
 # BENCH_MIXED (1; 0 skips the mixed set), BENCH_STATUS (0; 1 adds the status-write comparison,
-# target/bench/status-writes-N.json), BENCH_OUT (target/bench); the identity probes BENCH_IDENTITY
+# target/bench/status-writes-N.json), BENCH_OUT (target/bench), BENCH_ONE_PLANE (1: every side on one control plane); the identity probes BENCH_IDENTITY
 # (token: the operator's own ServiceAccount token instead of impersonation), BENCH_FLOOR_AS_OPERATOR
 # (1: the floors write as the operator), BENCH_OPERATOR_FLAGS (more operator flags), and the size
 # probe BENCH_FLOOR_SHAPE (operator: the floors write the annotations and status aigw leaves).
