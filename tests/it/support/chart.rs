@@ -11,6 +11,7 @@
 //! (ClusterRoles, their bindings, the ServiceAccounts) are applied once per process and shared by
 //! every test, the namespaced Roles and RoleBindings are applied per test.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -349,15 +350,21 @@ fn identity(form: Form, documents: &[Value]) -> Identity {
 
 /// The release namespace, the ServiceAccount, the cluster-scoped objects and those in the
 /// namespace `default` (events of cluster-scoped objects): the same for every test of a form,
-/// applied once per process.
+/// applied once per process and control plane (the bench starts a fresh plane for each of its
+/// sides; a plane is told apart by the uid of its `kube-system` namespace).
 async fn shared(admin: &Client, form: Form, documents: &[Value]) {
-    static CLUSTER_WIDE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
-    static WATCHED_FORM: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
-    let cell = match form {
-        Form::ClusterWide => &CLUSTER_WIDE,
-        Form::Watched => &WATCHED_FORM,
-    };
-    cell.get_or_init(|| async {
+    static APPLIED: tokio::sync::Mutex<BTreeSet<(&'static str, String)>> =
+        tokio::sync::Mutex::const_new(BTreeSet::new());
+    let plane = Api::<Namespace>::all(admin.clone())
+        .get("kube-system")
+        .await
+        .expect("the control plane's kube-system namespace")
+        .metadata
+        .uid
+        .unwrap_or_default();
+    // Held while applying: a second test of the form waits until the first has applied.
+    let mut applied = APPLIED.lock().await;
+    if applied.insert((form.release(), plane)) {
         let namespace = Namespace {
             metadata: kube::api::ObjectMeta {
                 name: Some(RELEASE_NAMESPACE.to_string()),
@@ -380,8 +387,7 @@ async fn shared(admin: &Client, form: Form, documents: &[Value]) {
             }
             apply(admin, document.clone()).await;
         }
-    })
-    .await;
+    }
 }
 
 /// `document` (rendered in the placeholder namespace `placeholder`) in `namespace`.
