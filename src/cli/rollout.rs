@@ -67,8 +67,7 @@ impl Target {
                     .await
                     .context("no kubeconfig found: pass --kubeconfig")?;
                 let namespace = config.default_namespace.clone();
-                let client = kube::Client::try_from(config)
-                    .context("failed to build a Kubernetes client")?;
+                let client = super::plan::cli_client(config)?;
                 (client, namespace)
             }
         };

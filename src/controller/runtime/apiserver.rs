@@ -278,3 +278,37 @@ impl HttpBody for Counted {
         self.body.size_hint()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> kube::Config {
+        kube::Config::new("https://127.0.0.1:6443".parse().expect("a URL"))
+    }
+
+    #[test]
+    fn every_client_names_aigw_as_its_user_agent_unless_told_otherwise() {
+        let user_agents = |config: &kube::Config| -> Vec<String> {
+            config
+                .headers
+                .iter()
+                .filter(|(name, _)| name == http::header::USER_AGENT)
+                .map(|(_, value)| value.to_str().unwrap_or_default().to_string())
+                .collect()
+        };
+        let mut plain = config();
+        identify(&mut plain);
+        identify(&mut plain);
+        assert_eq!(user_agents(&plain), [USER_AGENT]);
+        assert!(USER_AGENT.starts_with("aigw/"));
+
+        let mut own = config();
+        own.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static("mine/1"),
+        ));
+        identify(&mut own);
+        assert_eq!(user_agents(&own), ["mine/1"]);
+    }
+}
