@@ -117,8 +117,7 @@ async fn setup() -> (Opts, kube::Client, PathBuf) {
 /// same conditions. `BENCH_ONE_PLANE=1`, or no `AIGW_DEV_DIR`, keeps `kube`'s plane (the order
 /// then weighs on the later sides).
 async fn next_side(kube: kube::Client) -> kube::Client {
-    let one_plane = std::env::var("BENCH_ONE_PLANE").is_ok_and(|v| v == "1");
-    if one_plane || std::env::var_os("AIGW_DEV_DIR").is_none() {
+    if !plane_per_side() {
         return kube;
     }
     for script in ["hack/cluster-down.sh", "hack/cluster-up.sh"] {

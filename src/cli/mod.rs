@@ -29,6 +29,15 @@ pub fn init_tracing() {
     };
 }
 
+/// A client of the apiserver for a CLI command: kube's own (HTTP/1.1) stack, sending aigw's
+/// User-Agent as the operator does.
+pub fn kube_client(config: kube::Config) -> anyhow::Result<kube::Client> {
+    use aigw::controller::runtime::apiserver;
+    use anyhow::Context;
+    apiserver::client(config, apiserver::Protocol::Http1)
+        .context("failed to build a Kubernetes client")
+}
+
 /// Like `println!`, but a closed pipe (`aigw plan … | head`) is not an error.
 pub fn write_stdout(text: &str) -> anyhow::Result<()> {
     use std::io::Write;

@@ -99,13 +99,6 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(plan.exit_code()))
 }
 
-/// A client of the apiserver for a CLI command: kube's own (HTTP/1.1) with aigw's User-Agent.
-pub(crate) fn cli_client(config: kube::Config) -> anyhow::Result<kube::Client> {
-    use aigw::controller::runtime::apiserver;
-    apiserver::client(config, apiserver::Protocol::Http1)
-        .context("failed to build a Kubernetes client")
-}
-
 /// A read-only view of the cluster named by `path`.
 pub(crate) async fn live(path: &Path) -> anyhow::Result<Live> {
     let kubeconfig = kube::config::Kubeconfig::read_from(path)
@@ -117,7 +110,7 @@ pub(crate) async fn live(path: &Path) -> anyhow::Result<Live> {
     .await
     .with_context(|| format!("invalid kubeconfig {}", path.display()))?;
     let default_namespace = config.default_namespace.clone();
-    let client = cli_client(config)?;
+    let client = super::kube_client(config)?;
     Ok(Live {
         client,
         default_namespace,

@@ -67,7 +67,7 @@ impl Target {
                     .await
                     .context("no kubeconfig found: pass --kubeconfig")?;
                 let namespace = config.default_namespace.clone();
-                let client = super::plan::cli_client(config)?;
+                let client = super::kube_client(config)?;
                 (client, namespace)
             }
         };

@@ -939,8 +939,9 @@ async fn write_status<K: Managed>(
     Ok(written.resource_version())
 }
 
-/// The parameters of this process's own writes of `K`'s objects: under the kind's field manager
-/// ([`Managed::manager`]), so `managedFields` names the controller behind each field, and without
+/// The parameters of this process's own writes for `K`: of its objects, and of the Secrets and
+/// workloads it writes for them. Under the kind's field manager ([`Managed::manager`]), so
+/// `managedFields` names the controller behind each field, and without
 /// the apiserver's strict field validation. Every body is serialized from the kind's own types,
 /// so it holds neither a duplicate nor an unknown field, which is all that check (the default,
 /// `Warn`) looks for; on a status apply the check is a second YAML parse of the body, about

@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, PartialObjectMeta, Patch, PatchParams};
 
+use crate::controller::driver::kind::own_write;
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::state::secret_cache::Cached;
@@ -305,8 +306,7 @@ async fn write<K: Managed>(
         Some(_) => {
             let params = PatchParams {
                 dry_run,
-                field_manager: Some(K::manager()),
-                ..Default::default()
+                ..own_write::<K>()
             };
             api.patch(name, &params, &Patch::Merge(&secret)).await
         }
@@ -427,14 +427,7 @@ pub async fn release_secret<K: Managed>(
             serde_json::json!({ UNFINISHED_ROTATION_ANNOTATION: unfinished.since });
     }
     let released = secrets(cx)
-        .patch(
-            name,
-            &PatchParams {
-                field_manager: Some(K::manager()),
-                ..PatchParams::default()
-            },
-            &Patch::Merge(&patch),
-        )
+        .patch(name, &own_write::<K>(), &Patch::Merge(&patch))
         .await;
     let version = released.as_ref().ok().and_then(|s| s.resource_version());
     cx.ctx
@@ -459,10 +452,7 @@ pub async fn restart_workloads<K: Managed>(
     let patch = serde_json::json!({
         "spec": {"template": {"metadata": {"annotations": {ROTATED_AT_ANNOTATION: rotated_at}}}}
     });
-    let params = PatchParams {
-        field_manager: Some(K::manager()),
-        ..PatchParams::default()
-    };
+    let params = own_write::<K>();
     let ns = cx.namespace();
     for workload in workloads {
         if let Err(e) = cx.gate.may_write() {

@@ -40,6 +40,15 @@ use keys::{Keys, cohort_ids, names, stalled_key};
 
 const KIND: &str = "ConfigRollout";
 const MANAGER: &str = "aigw/configrollout";
+
+/// The parameters of this controller's merge patches (a rollout's finalizers, its keys'
+/// annotations): under its field manager.
+fn merge_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(MANAGER.to_string()),
+        ..PatchParams::default()
+    }
+}
 /// How often a rollout looks again while keys move or traffic is awaited.
 const POLL: Duration = Duration::from_secs(2);
 
@@ -926,14 +935,7 @@ impl Run<'_> {
             serde_json::json!({"resourceVersion": self.version, "finalizers": finalizers});
         let patch = serde_json::json!({ "metadata": metadata });
         self.rollouts
-            .patch(
-                &self.name,
-                &PatchParams {
-                    field_manager: Some(MANAGER.to_string()),
-                    ..PatchParams::default()
-                },
-                &Patch::Merge(&patch),
-            )
+            .patch(&self.name, &merge_params(), &Patch::Merge(&patch))
             .await
     }
 

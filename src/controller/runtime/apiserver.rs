@@ -75,11 +75,11 @@ pub fn builder(
     mut config: kube::Config,
     protocol: Protocol,
 ) -> Result<ClientBuilder<GenericService>, kube::Error> {
-    identify(&mut config);
     // kube's own stack for what only it handles: proxies, and exec plugins (their client
     // certificates expire, and kube marks the client with that time).
     if protocol == Protocol::Http1 || config.proxy_url.is_some() || config.auth_info.exec.is_some()
     {
+        identify(&mut config);
         return ClientBuilder::try_from(config);
     }
     Ok(pooled(config, STREAMS_PER_CONNECTION)?.0)

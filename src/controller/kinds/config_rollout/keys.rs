@@ -2,7 +2,7 @@
 //! sees them, the checks that keep a rollout from taking a key, and the annotation writes the
 //! keys' own reconciles apply.
 
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ListParams, Patch};
 use kube::{Resource, ResourceExt};
 use tracing::debug;
 
@@ -81,14 +81,7 @@ impl Run<'_> {
                 },
             }});
             self.keys
-                .patch(
-                    name,
-                    &PatchParams {
-                        field_manager: Some(super::MANAGER.to_string()),
-                        ..PatchParams::default()
-                    },
-                    &Patch::Merge(&patch),
-                )
+                .patch(name, &super::merge_params(), &Patch::Merge(&patch))
                 .await
                 .map_err(|e| match e {
                     kube::Error::Api(s) if s.code == 409 => {
