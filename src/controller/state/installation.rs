@@ -324,11 +324,7 @@ where
             "status": {"installation": null},
         });
         let written = objects
-            .patch_status(
-                &object.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
+            .patch_status(&object.name_any(), &claim_params(), &Patch::Merge(&patch))
             .await;
         match claim_written(written, K::kind(&()).as_ref(), &object.name_any())? {
             Some(written) => version = written.meta().resource_version.clone(),
@@ -385,9 +381,19 @@ where
         "annotations": {ANNOTATION: value},
     }});
     let written = objects
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(&name, &claim_params(), &Patch::Merge(&patch))
         .await;
     claim_written(written, K::kind(&()).as_ref(), &name).map(|_| ())
+}
+
+/// The parameters of a claim's merge patches (taken, given back): under [`RECORDER`], the
+/// field manager of the claim's status apply, so `managedFields` names the claim's writer
+/// whichever kind it is on.
+fn claim_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(RECORDER.to_string()),
+        ..PatchParams::default()
+    }
 }
 
 /// The answer to a write of a claim: the object as written, `None` when it is gone,

@@ -82,6 +82,9 @@ pub const MANAGED_BY: &str = "aigw";
 /// Label aigw puts on a Secret a namespaced resource names, so that the values cache of its
 /// namespace, selected by it, holds that Secret.
 pub const REFERENCED_LABEL: &str = "aigw.io/referenced";
+/// The field manager of the [`REFERENCED_LABEL`] write, so a Secret's `managedFields` name
+/// what put the label there.
+const LABELLER: &str = "aigw/secret-references";
 
 /// Who reads a Secret's values: which cache answers, and what makes a Secret one of its.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -424,8 +427,12 @@ impl SecretCache {
             return Ok(None);
         }
         let patch = serde_json::json!({"metadata": {"labels": {REFERENCED_LABEL: "true"}}});
+        let params = PatchParams {
+            field_manager: Some(LABELLER.to_string()),
+            ..PatchParams::default()
+        };
         let patched = Api::<PartialObjectMeta<Secret>>::namespaced(ctx.kube.clone(), namespace)
-            .patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_metadata(name, &params, &Patch::Merge(&patch))
             .await;
         match patched {
             Ok(meta) => Ok(Some(version_of(&meta))),

@@ -300,6 +300,15 @@ fn assert_claimed_by_aigw(r: &ConfigRollout) {
             .map(String::as_str),
         Some("aigw")
     );
+    // The claim's writes name their field manager.
+    let claimer = r.metadata.managed_fields.iter().flatten().find(|entry| {
+        let fields = entry.fields_v1.as_ref().map(|f| f.0.to_string());
+        fields.is_some_and(|f| f.contains("aigw.io/installation"))
+    });
+    assert_eq!(
+        claimer.and_then(|entry| entry.manager.as_deref()),
+        Some("aigw/installation")
+    );
 }
 
 /// Waits up to `within` until every key's requests use the remote config `config`.

@@ -102,6 +102,15 @@ async fn a_mixed_set_reads_no_secret_from_the_apiserver_at_steady_state() {
         label(&db).get(REFERENCED_LABEL).map(String::as_str),
         Some("true")
     );
+    // Its managedFields name aigw's writer of the label.
+    let labeller = db.metadata.managed_fields.iter().flatten().find(|entry| {
+        let fields = entry.fields_v1.as_ref().map(|f| f.0.to_string());
+        fields.is_some_and(|f| f.contains(REFERENCED_LABEL))
+    });
+    assert_eq!(
+        labeller.and_then(|entry| entry.manager.as_deref()),
+        Some("aigw/secret-references")
+    );
     let upstream = secrets.get("upstream").await.unwrap();
     assert!(!label(&upstream).contains_key(REFERENCED_LABEL));
 
