@@ -21,7 +21,8 @@
 # target/bench/status-writes-N.json), BENCH_OUT (target/bench), BENCH_ONE_PLANE (1: every side on one control plane); the identity probes BENCH_IDENTITY
 # (token: the operator's own ServiceAccount token instead of impersonation), BENCH_FLOOR_AS_OPERATOR
 # (1: the floors write as the operator), BENCH_OPERATOR_FLAGS (more operator flags), and the size
-# probe BENCH_FLOOR_SHAPE (operator: the floors write the annotations and status aigw leaves).
+# probe BENCH_FLOOR_SHAPE (operator: the floors write the annotations and status aigw leaves;
+# operator-metadata: its annotations only; operator-status: its status only).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD

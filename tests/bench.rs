@@ -1046,27 +1046,33 @@ async fn floor_worker(
 /// installation annotations, a status of three kstatus conditions, the settled intent, a history
 /// entry and the installation), written the floor's way (two merge patches). A probe of what the
 /// objects' size costs the control plane, apart from how aigw writes them.
+/// `BENCH_FLOOR_SHAPE=operator-metadata` writes aigw's annotations and the least status,
+/// `operator-status` the least annotation and aigw's status: which of the two costs what.
 #[derive(Clone, Copy)]
 enum FloorShape {
     Least,
     Operator,
+    OperatorMetadata,
+    OperatorStatus,
 }
 
 impl FloorShape {
     fn from_env() -> Self {
         match std::env::var("BENCH_FLOOR_SHAPE").as_deref() {
             Ok("operator") => Self::Operator,
+            Ok("operator-metadata") => Self::OperatorMetadata,
+            Ok("operator-status") => Self::OperatorStatus,
             _ => Self::Least,
         }
     }
 
     fn annotations(self, name: &str) -> Value {
         match self {
-            Self::Least => {
+            Self::Least | Self::OperatorStatus => {
                 let intent = json!({"name": name, "at": now_seconds()}).to_string();
                 json!({CREATE_INTENT_ANNOTATION: intent})
             }
-            Self::Operator => {
+            Self::Operator | Self::OperatorMetadata => {
                 let intent = json!({
                     "pendingCreate": now_seconds(),
                     "createAttempt": {
@@ -1089,7 +1095,7 @@ impl FloorShape {
             "id": created.id, "slug": created.slug, "versionId": created.version_id,
             "conditions": [condition("Ready", "True", generation)],
         });
-        if let Self::Operator = self {
+        if let Self::Operator | Self::OperatorStatus = self {
             let (now, version) = (now_seconds(), status["versionId"].clone());
             let quiet = |type_: &str| {
                 let mut c = condition(type_, "False", generation);
