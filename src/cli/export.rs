@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use aigw::gitops::export::{ExportOptions, export, live_secret_refs};
+use aigw::gitops::export::{ExportOptions, export, live_names, live_secret_refs};
 use aigw::gitops::validate::{counted, dns1123_label};
 
 use super::plan::{TargetArgs, client, live};
@@ -44,6 +44,12 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
             Default::default()
         }
     };
+    // Objects the cluster's resources manage already keep those resources' names, so applying
+    // the export updates them rather than adding a second claimant of each.
+    let live_names = match &live {
+        Some(live) => Some(live_names(&live.client).await?),
+        None => None,
+    };
     let options = ExportOptions {
         namespace: args.namespace.clone(),
         workspace_id: args.workspace_id.clone(),
@@ -51,6 +57,7 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         live_masking: live_secret_refs.masking,
         live_integration_refs: live_secret_refs.integration_refs,
         live_recorded: live.as_ref().map(|_| live_secret_refs.recorded),
+        live_names,
     };
     let exported = export(&api, &options).await?;
     exported.write(&args.out)?;
@@ -61,6 +68,12 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         eprintln!(
             "note: no live resource records {}: values taken from Secrets at paths that do not look secret (a hook id, a guardrail parameter) cannot be recognised in them; review those files before committing them",
             exported.unrecognised.join(", ")
+        );
+    }
+    if exported.live_named > 0 {
+        eprintln!(
+            "note: {} manifests take the namespace and name of the resource that manages their object in the cluster already",
+            exported.live_named
         );
     }
     let counts = counted(&exported.counts).unwrap_or_else(|| "nothing".to_string());

@@ -28,9 +28,12 @@ use crate::resources::{
 };
 
 mod access;
+mod live_names;
 mod mcp_integrations;
 mod mcp_servers;
 mod workspaces;
+
+pub use live_names::{LiveName, LiveNames, live_names};
 
 /// What to export and where the manifests go.
 #[derive(Debug, Clone, Default)]
@@ -58,6 +61,10 @@ pub struct ExportOptions {
     /// or an orphaned resource took from Secrets, at paths nothing here names: it is exported,
     /// and listed in [`Export::unrecognised`].
     pub live_recorded: Option<HashSet<String>>,
+    /// The live resources of the cluster (`None`: it was not read): an object one of them
+    /// manages is exported under its namespace and name, and no other manifest takes a live
+    /// resource's name ([`LiveNames`]).
+    pub live_names: Option<LiveNames>,
 }
 
 /// What [`live_secret_refs`] found: the `spec.secretRefs` of the live resources, and what to
@@ -283,6 +290,9 @@ pub struct Export {
     pub unrecognised: Vec<String>,
     /// Manifests written per kind.
     pub counts: BTreeMap<&'static str, usize>,
+    /// Manifests named after the live resource that manages their object
+    /// ([`ExportOptions::live_names`]).
+    pub live_named: usize,
 }
 
 impl Export {
@@ -444,13 +454,35 @@ impl<'o> Builder<'o> {
         workspace
     }
 
-    fn meta(&mut self, kind: &'static str, wanted: &str, fallback: &str) -> ObjectMeta {
+    /// The manifest's metadata for the remote object of `kind` known by `keys` (its slug, its
+    /// id): the namespace and name of the live resource that manages it, when the cluster was
+    /// read and one does; otherwise a name made of `wanted` (or `fallback`) that no other
+    /// manifest of the kind and no live resource of the kind where it will be applied has.
+    fn meta(
+        &mut self,
+        kind: &'static str,
+        wanted: &str,
+        fallback: &str,
+        keys: &[&str],
+    ) -> ObjectMeta {
+        let live = self.options.live_names.as_ref();
+        if let Some(owner) = live.and_then(|live| live.owner(kind, keys)) {
+            self.used.insert((kind, owner.name.clone()));
+            self.export.live_named += 1;
+            return ObjectMeta {
+                name: Some(owner.name.clone()),
+                namespace: owner.namespace.clone(),
+                ..Default::default()
+            };
+        }
+        let namespace = self.options.namespace.as_deref();
+        let taken = |name: &str| live.is_some_and(|live| live.taken(kind, namespace, name));
         let base = kubernetes_name(wanted)
             .or_else(|| kubernetes_name(fallback))
             .unwrap_or_else(|| kind.to_ascii_lowercase());
         let mut name = base.clone();
         let mut n = 2;
-        while !self.used.insert((kind, name.clone())) {
+        while taken(&name) || !self.used.insert((kind, name.clone())) {
             let suffix = format!("-{n}");
             name = format!("{}{suffix}", truncate(&base, 63 - suffix.len()));
             n += 1;
@@ -527,7 +559,12 @@ impl<'o> Builder<'o> {
     /// Inline secrets of the document (never exported) become `spec.secretRefs` to a Secret
     /// written as a placeholder with empty values, for the user to fill in before applying.
     fn config(&mut self, remote: &api::ConfigDetail) -> Result<(), GitopsError> {
-        let metadata = self.meta("Config", &remote.name, &remote.slug);
+        let metadata = self.meta(
+            "Config",
+            &remote.name,
+            &remote.slug,
+            &[&remote.slug, &remote.id],
+        );
         let mut spec = project::config_spec(remote);
         let live = self.options.live_secret_refs.get(&remote.slug);
         let mut document = spec.config.to_value();
@@ -576,7 +613,12 @@ impl<'o> Builder<'o> {
         ) {
             return Ok(());
         }
-        let metadata = self.meta("Deployment", &remote.name, &remote.slug);
+        let metadata = self.meta(
+            "Deployment",
+            &remote.name,
+            &remote.slug,
+            &[&remote.slug, &remote.id],
+        );
         let name = metadata.name.clone().unwrap_or_default();
         let secret = format!(
             "{}-credentials",
@@ -620,7 +662,12 @@ impl<'o> Builder<'o> {
             return Ok(());
         }
         let kind = G::REFERENCED_AS.kind();
-        let mut metadata = self.meta(kind, &remote.name, &remote.slug);
+        let mut metadata = self.meta(
+            kind,
+            &remote.name,
+            &remote.slug,
+            &[&remote.slug, &remote.id],
+        );
         if !G::REFERENCED_AS.namespaced() {
             metadata.namespace = None;
         }
@@ -655,7 +702,7 @@ impl<'o> Builder<'o> {
         };
         let kind = P::RESOURCE;
         let wanted = P::facts(remote).name.unwrap_or_default().to_string();
-        let metadata = self.meta(kind, &wanted, &format!("policy-{id}"));
+        let metadata = self.meta(kind, &wanted, &format!("policy-{id}"), &[&id]);
         let object = P::with_spec(metadata, spec);
         let header = format!("# Adopts {} {id} as it is.\n", P::WHAT);
         self.push(kind, &kind.to_lowercase(), object.meta(), &object, header)
@@ -690,8 +737,16 @@ impl<'o> Builder<'o> {
             what: format!("{kind} {name}"),
             message: e.to_string(),
         })?;
+        // Two live resources of one name in two namespaces are two manifests of one name.
+        let mut file = format!("{prefix}-{name}.yaml");
+        let mut n = 2;
+        while self.export.files.iter().any(|f| f.name == file) {
+            let namespace = meta.namespace.as_deref().unwrap_or("cluster");
+            file = format!("{prefix}-{namespace}-{name}-{n}.yaml");
+            n += 1;
+        }
         self.export.files.push(ExportFile {
-            name: format!("{prefix}-{name}.yaml"),
+            name: file,
             content: format!("{header}{yaml}"),
         });
         *self.export.counts.entry(kind).or_default() += 1;
@@ -878,11 +933,62 @@ mod tests {
     fn names_are_unique_per_kind() {
         let options = ExportOptions::default();
         let mut builder = Builder::new(&options);
-        let first = builder.meta("Config", "routing", "pc-1");
-        let second = builder.meta("Config", "Routing", "pc-2");
-        let other_kind = builder.meta("Deployment", "routing", "d");
+        let first = builder.meta("Config", "routing", "pc-1", &["pc-1"]);
+        let second = builder.meta("Config", "Routing", "pc-2", &["pc-2"]);
+        let other_kind = builder.meta("Deployment", "routing", "d", &["d"]);
         assert_eq!(first.name.as_deref(), Some("routing"));
         assert_eq!(second.name.as_deref(), Some("routing-2"));
         assert_eq!(other_kind.name.as_deref(), Some("routing"));
+    }
+
+    /// With the cluster read, an object a live resource manages keeps that resource's
+    /// namespace and name, and no other manifest takes a live resource's name where it will be
+    /// applied (the same name elsewhere is free).
+    #[test]
+    fn live_resources_keep_their_names_and_no_other_manifest_takes_them() {
+        let at = |namespace: &str, name: &str| LiveName {
+            namespace: Some(namespace.to_string()),
+            name: name.to_string(),
+        };
+        let mut live = LiveNames::default();
+        live.add(
+            "Config",
+            at("team-a", "edge-routing"),
+            &["pc-1".into()],
+            "default",
+        );
+        live.add(
+            "Config",
+            at("team-a", "routing"),
+            &["pc-9".into()],
+            "default",
+        );
+        live.add(
+            "Config",
+            at("team-b", "canary"),
+            &["pc-8".into()],
+            "default",
+        );
+        let options = ExportOptions {
+            namespace: Some("team-a".into()),
+            live_names: Some(live),
+            ..Default::default()
+        };
+        let mut builder = Builder::new(&options);
+        let managed = builder.meta("Config", "routing", "pc-1", &["pc-1", "id-1"]);
+        assert_eq!(managed.name.as_deref(), Some("edge-routing"));
+        assert_eq!(managed.namespace.as_deref(), Some("team-a"));
+        // pc-2 is named "routing" remotely, but a live Config of that name manages pc-9.
+        let fresh = builder.meta("Config", "routing", "pc-2", &["pc-2"]);
+        assert_eq!(fresh.name.as_deref(), Some("routing-2"));
+        assert_eq!(fresh.namespace.as_deref(), Some("team-a"));
+        // "canary" is taken in team-b only.
+        let elsewhere = builder.meta("Config", "canary", "pc-3", &["pc-3"]);
+        assert_eq!(elsewhere.name.as_deref(), Some("canary"));
+        // Managed in another namespace than --namespace: it stays where it is.
+        let moved = builder.meta("Config", "canary", "pc-8", &["pc-8"]);
+        assert_eq!(moved.name.as_deref(), Some("canary"));
+        assert_eq!(moved.namespace.as_deref(), Some("team-b"));
+        assert_eq!(builder.export.live_named, 2);
     }
 }

@@ -83,7 +83,12 @@ impl Builder<'_> {
             ));
             return Ok(());
         };
-        let metadata = self.meta("Provider", &remote.name, &remote.slug);
+        let metadata = self.meta(
+            "Provider",
+            &remote.name,
+            &remote.slug,
+            &[&remote.slug, &remote.id],
+        );
         let spec = ProviderSpec {
             slug: Some(remote.slug.clone()),
             name: remote.name.clone(),
@@ -114,7 +119,12 @@ impl Builder<'_> {
         remote: &api::Integration,
         rows: &api::IntegrationWorkspaces,
     ) -> Result<(), GitopsError> {
-        let mut metadata = self.meta("Integration", &remote.name, &remote.slug);
+        let mut metadata = self.meta(
+            "Integration",
+            &remote.name,
+            &remote.slug,
+            &[&remote.slug, &remote.id],
+        );
         metadata.namespace = None;
         let name = metadata.name.clone().unwrap_or_default();
         let secret = format!(

@@ -70,7 +70,12 @@ impl Builder<'_> {
             ));
             return;
         };
-        let mut metadata = self.meta("McpIntegration", &remote.slug, &remote.id);
+        let mut metadata = self.meta(
+            "McpIntegration",
+            &remote.slug,
+            &remote.id,
+            &[&remote.slug, &remote.id],
+        );
         metadata.namespace = None;
         let workspaces = rows
             .workspaces

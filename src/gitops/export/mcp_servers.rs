@@ -55,7 +55,12 @@ impl Builder<'_> {
             "deny" => Some(DefaultUserAccess::Deny),
             _ => None,
         };
-        let metadata = self.meta("McpServer", &remote.name, &remote.slug);
+        let metadata = self.meta(
+            "McpServer",
+            &remote.name,
+            &remote.slug,
+            &[&remote.slug, &remote.id],
+        );
         let spec = McpServerSpec {
             slug: Some(remote.slug.clone()),
             name: remote.name.clone(),

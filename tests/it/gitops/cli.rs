@@ -896,6 +896,113 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
     h.stop().await;
 }
 
+/// `export --kubeconfig` names the manifest of an object a live resource manages after that
+/// resource, and gives no other manifest a live resource's name: applying the export updates
+/// what is there instead of adding a second claimant (`AlreadyManaged`), or pointing a live
+/// resource at another object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_with_the_cluster_keeps_the_names_of_the_live_resources() {
+    let h = Harness::start("gitops-export-live").await;
+    let document = json!({"retry": {"attempts": 2}});
+    // Made outside aigw, then adopted by a resource of another name.
+    let adopted = h
+        .call(
+            Method::POST,
+            "/ai_gw/v2/configs",
+            Some(json!({"name": "Chat Routing", "config": document})),
+        )
+        .await;
+    let adopted_slug = adopted["slug"].as_str().unwrap().to_string();
+    let spec = json!({"slug": adopted_slug, "name": "Chat Routing", "config": document,
+        "deletionPolicy": "Orphan"});
+    h.env
+        .create_from::<Config>(json!({"metadata": {"name": "my-routing"}, "spec": spec}))
+        .await;
+    // Made by aigw for a resource called what the next one's remote name makes.
+    let spec = json!({"name": "Billing", "config": document, "deletionPolicy": "Orphan"});
+    h.env
+        .create_from::<Config>(json!({"metadata": {"name": "chat-routing-eu"}, "spec": spec}))
+        .await;
+    h.wait_for::<Config>("my-routing", WAIT, |c| c.ready())
+        .await;
+    let billing_slug = h.env.ready_config_slug("chat-routing-eu", WAIT).await;
+    // Made outside aigw, managed by nothing, with the name of the live resource above.
+    let fresh = h
+        .call(
+            Method::POST,
+            "/ai_gw/v2/configs",
+            Some(json!({"name": "Chat Routing EU", "config": document})),
+        )
+        .await;
+    let fresh_slug = fresh["slug"].as_str().unwrap().to_string();
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), TOKEN);
+    let url = h.emulator.management_url();
+    let out_dir = dir.path().join("export");
+    let out_dir = out_dir.to_str().unwrap().to_string();
+    let kubeconfig = support::kubeconfig_path().display().to_string();
+    let out = aigw_async(connected(
+        &[
+            "export",
+            "--out",
+            &out_dir,
+            "--namespace",
+            &h.env.namespace,
+            "--kubeconfig",
+            &kubeconfig,
+        ],
+        &url,
+        &token,
+    ))
+    .await;
+    let report = exited(&out, 0);
+    assert_in(
+        &report,
+        "note: 2 manifests take the namespace and name of the resource",
+    );
+    let manifest = |slug: &str| -> Config {
+        let files = std::fs::read_dir(&out_dir).unwrap();
+        let contents = files.map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap());
+        let found = contents
+            .filter(|c| c.contains("kind: Config"))
+            .map(|c| serde_yaml::from_str::<Config>(&c).unwrap())
+            .find(|c| c.spec.slug.as_deref() == Some(slug));
+        found.unwrap_or_else(|| panic!("no manifest adopts {slug}"))
+    };
+    let name = |c: &Config| c.metadata.name.clone().unwrap();
+    assert_eq!(name(&manifest(&adopted_slug)), "my-routing");
+    assert_eq!(name(&manifest(&billing_slug)), "chat-routing-eu");
+    assert_eq!(name(&manifest(&fresh_slug)), "chat-routing-eu-2");
+    for slug in [&adopted_slug, &billing_slug, &fresh_slug] {
+        assert_eq!(
+            manifest(slug).metadata.namespace.as_deref(),
+            Some(h.env.namespace.as_str())
+        );
+    }
+
+    // Planned against the cluster: the two live ones unchanged, the other one to adopt.
+    let out = aigw_async(args(&[
+        "plan",
+        "-f",
+        &out_dir,
+        "--management-url",
+        &url,
+        "--token-file",
+        &token,
+        "--kubeconfig",
+        &kubeconfig,
+    ]))
+    .await;
+    let report = text(&out);
+    assert_in(&report, "1 to adopt, 2 unchanged");
+    assert!(
+        !report.contains("AlreadyManaged") && !report.contains("already managed"),
+        "{report}"
+    );
+    h.stop().await;
+}
+
 /// camelCase credential keys (as guardrail plugins spell them) are refused in plain text like
 /// snake_case ones, by the document check (review F14: both were accepted), which names the
 /// exact path (admission refuses them by the kind's policy; the CRD has no rule for them).
