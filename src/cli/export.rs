@@ -19,6 +19,13 @@ pub struct ExportArgs {
     /// `metadata.namespace` of every manifest; without it, kubectl or kustomize decides.
     #[arg(long, value_name = "NS")]
     namespace: Option<String>,
+    /// With `--kubeconfig`: leave out each object a resource of that cluster manages already
+    /// (said skipped: that resource is its manifest), and give no manifest the name of a live
+    /// resource. For an export to be applied to the cluster it read; without it, each such
+    /// object is exported, and applied there it would be a second resource for its object
+    /// (stalled `AlreadyManaged`).
+    #[arg(long, requires = "kubeconfig")]
+    skip_managed: bool,
     #[command(flatten)]
     target: TargetArgs,
 }
@@ -44,8 +51,8 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
             Default::default()
         }
     };
-    // Objects the cluster's resources manage already keep those resources' names, so applying
-    // the export updates them rather than adding a second claimant of each.
+    // Which objects the cluster's resources manage already: said, or with --skip-managed left
+    // out.
     let live_names = match &live {
         Some(live) => Some(live_names(&live.client).await?),
         None => None,
@@ -58,6 +65,7 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         live_integration_refs: live_secret_refs.integration_refs,
         live_recorded: live.as_ref().map(|_| live_secret_refs.recorded),
         live_names,
+        skip_managed: args.skip_managed,
     };
     let exported = export(&api, &options).await?;
     exported.write(&args.out)?;
@@ -70,10 +78,20 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
             exported.unrecognised.join(", ")
         );
     }
-    if exported.live_named > 0 {
+    if !exported.managed.is_empty() {
+        let mut named: Vec<&str> = exported
+            .managed
+            .iter()
+            .take(5)
+            .map(String::as_str)
+            .collect();
+        if exported.managed.len() > named.len() {
+            named.push("…");
+        }
         eprintln!(
-            "note: {} manifests take the namespace and name of the resource that manages their object in the cluster already",
-            exported.live_named
+            "note: {} exported objects are managed already by resources of the cluster ({}): applied to that cluster, each manifest would be a second resource for its object and stall as AlreadyManaged; pass --skip-managed to leave them out",
+            exported.managed.len(),
+            named.join(", ")
         );
     }
     let counts = counted(&exported.counts).unwrap_or_else(|| "nothing".to_string());

@@ -62,9 +62,11 @@ pub struct ExportOptions {
     /// and listed in [`Export::unrecognised`].
     pub live_recorded: Option<HashSet<String>>,
     /// The live resources of the cluster (`None`: it was not read): an object one of them
-    /// manages is exported under its namespace and name, and no other manifest takes a live
-    /// resource's name ([`LiveNames`]).
+    /// manages is listed in [`Export::managed`] ([`LiveNames`]).
     pub live_names: Option<LiveNames>,
+    /// Leaves out each object a live resource manages (said skipped), and gives no manifest a
+    /// live resource's name: for an export to be applied to the cluster it read.
+    pub skip_managed: bool,
 }
 
 /// What [`live_secret_refs`] found: the `spec.secretRefs` of the live resources, and what to
@@ -290,9 +292,9 @@ pub struct Export {
     pub unrecognised: Vec<String>,
     /// Manifests written per kind.
     pub counts: BTreeMap<&'static str, usize>,
-    /// Manifests named after the live resource that manages their object
-    /// ([`ExportOptions::live_names`]).
-    pub live_named: usize,
+    /// Objects exported that a live resource of the cluster manages already, each with that
+    /// resource ([`ExportOptions::live_names`]; none with [`ExportOptions::skip_managed`]).
+    pub managed: Vec<String>,
 }
 
 impl Export {
@@ -454,29 +456,36 @@ impl<'o> Builder<'o> {
         workspace
     }
 
-    /// The manifest's metadata for the remote object of `kind` known by `keys` (its slug, its
-    /// id): the namespace and name of the live resource that manages it, when the cluster was
-    /// read and one does; otherwise a name made of `wanted` (or `fallback`) that no other
-    /// manifest of the kind and no live resource of the kind where it will be applied has.
+    /// The manifest's metadata for the remote object of `kind` whose id is `id`: a name made
+    /// of `wanted` (or `fallback`) that no other manifest of the kind has. With the cluster
+    /// read, an object a live resource manages is listed in [`Export::managed`]; with
+    /// [`ExportOptions::skip_managed`] it is left out instead (`None`, said skipped: that
+    /// resource is its manifest), and no name is one a live resource of the kind has where
+    /// the manifest will be applied.
     fn meta(
         &mut self,
         kind: &'static str,
         wanted: &str,
         fallback: &str,
-        keys: &[&str],
-    ) -> ObjectMeta {
+        id: &str,
+    ) -> Option<ObjectMeta> {
         let live = self.options.live_names.as_ref();
-        if let Some(owner) = live.and_then(|live| live.owner(kind, keys)) {
-            self.used.insert((kind, owner.name.clone()));
-            self.export.live_named += 1;
-            return ObjectMeta {
-                name: Some(owner.name.clone()),
-                namespace: owner.namespace.clone(),
-                ..Default::default()
-            };
+        if let Some(manager) = live.and_then(|live| live.manager(kind, id)) {
+            // The slug (a workspace's and an MCP integration's fall back on their id).
+            let known_as = if fallback == id { wanted } else { fallback };
+            if self.options.skip_managed {
+                self.export.skipped.push(format!(
+                    "{kind} {known_as}: managed already by the {kind} {manager} of the cluster, which is its manifest (--skip-managed)"
+                ));
+                return None;
+            }
+            self.export
+                .managed
+                .push(format!("{kind} {known_as} (by {kind} {manager})"));
         }
         let namespace = self.options.namespace.as_deref();
-        let taken = |name: &str| live.is_some_and(|live| live.taken(kind, namespace, name));
+        let reserved = live.filter(|_| self.options.skip_managed);
+        let taken = |name: &str| reserved.is_some_and(|live| live.taken(kind, namespace, name));
         let base = kubernetes_name(wanted)
             .or_else(|| kubernetes_name(fallback))
             .unwrap_or_else(|| kind.to_ascii_lowercase());
@@ -487,11 +496,11 @@ impl<'o> Builder<'o> {
             name = format!("{}{suffix}", truncate(&base, 63 - suffix.len()));
             n += 1;
         }
-        ObjectMeta {
+        Some(ObjectMeta {
             name: Some(name),
             namespace: self.options.namespace.clone(),
             ..Default::default()
-        }
+        })
     }
 
     /// False (and the object recorded as skipped) when `document` holds inline secrets: they
@@ -559,12 +568,9 @@ impl<'o> Builder<'o> {
     /// Inline secrets of the document (never exported) become `spec.secretRefs` to a Secret
     /// written as a placeholder with empty values, for the user to fill in before applying.
     fn config(&mut self, remote: &api::ConfigDetail) -> Result<(), GitopsError> {
-        let metadata = self.meta(
-            "Config",
-            &remote.name,
-            &remote.slug,
-            &[&remote.slug, &remote.id],
-        );
+        let Some(metadata) = self.meta("Config", &remote.name, &remote.slug, &remote.id) else {
+            return Ok(());
+        };
         let mut spec = project::config_spec(remote);
         let live = self.options.live_secret_refs.get(&remote.slug);
         let mut document = spec.config.to_value();
@@ -613,12 +619,9 @@ impl<'o> Builder<'o> {
         ) {
             return Ok(());
         }
-        let metadata = self.meta(
-            "Deployment",
-            &remote.name,
-            &remote.slug,
-            &[&remote.slug, &remote.id],
-        );
+        let Some(metadata) = self.meta("Deployment", &remote.name, &remote.slug, &remote.id) else {
+            return Ok(());
+        };
         let name = metadata.name.clone().unwrap_or_default();
         let secret = format!(
             "{}-credentials",
@@ -662,12 +665,9 @@ impl<'o> Builder<'o> {
             return Ok(());
         }
         let kind = G::REFERENCED_AS.kind();
-        let mut metadata = self.meta(
-            kind,
-            &remote.name,
-            &remote.slug,
-            &[&remote.slug, &remote.id],
-        );
+        let Some(mut metadata) = self.meta(kind, &remote.name, &remote.slug, &remote.id) else {
+            return Ok(());
+        };
         if !G::REFERENCED_AS.namespaced() {
             metadata.namespace = None;
         }
@@ -702,7 +702,9 @@ impl<'o> Builder<'o> {
         };
         let kind = P::RESOURCE;
         let wanted = P::facts(remote).name.unwrap_or_default().to_string();
-        let metadata = self.meta(kind, &wanted, &format!("policy-{id}"), &[&id]);
+        let Some(metadata) = self.meta(kind, &wanted, &format!("policy-{id}"), &id) else {
+            return Ok(());
+        };
         let object = P::with_spec(metadata, spec);
         let header = format!("# Adopts {} {id} as it is.\n", P::WHAT);
         self.push(kind, &kind.to_lowercase(), object.meta(), &object, header)
@@ -737,16 +739,8 @@ impl<'o> Builder<'o> {
             what: format!("{kind} {name}"),
             message: e.to_string(),
         })?;
-        // Two live resources of one name in two namespaces are two manifests of one name.
-        let mut file = format!("{prefix}-{name}.yaml");
-        let mut n = 2;
-        while self.export.files.iter().any(|f| f.name == file) {
-            let namespace = meta.namespace.as_deref().unwrap_or("cluster");
-            file = format!("{prefix}-{namespace}-{name}-{n}.yaml");
-            n += 1;
-        }
         self.export.files.push(ExportFile {
-            name: file,
+            name: format!("{prefix}-{name}.yaml"),
             content: format!("{header}{yaml}"),
         });
         *self.export.counts.entry(kind).or_default() += 1;
@@ -933,62 +927,62 @@ mod tests {
     fn names_are_unique_per_kind() {
         let options = ExportOptions::default();
         let mut builder = Builder::new(&options);
-        let first = builder.meta("Config", "routing", "pc-1", &["pc-1"]);
-        let second = builder.meta("Config", "Routing", "pc-2", &["pc-2"]);
-        let other_kind = builder.meta("Deployment", "routing", "d", &["d"]);
-        assert_eq!(first.name.as_deref(), Some("routing"));
-        assert_eq!(second.name.as_deref(), Some("routing-2"));
-        assert_eq!(other_kind.name.as_deref(), Some("routing"));
+        let name = |meta: Option<ObjectMeta>| meta.and_then(|m| m.name);
+        let first = name(builder.meta("Config", "routing", "pc-1", "id-1"));
+        let second = name(builder.meta("Config", "Routing", "pc-2", "id-2"));
+        let other_kind = name(builder.meta("Deployment", "routing", "d", "id-3"));
+        assert_eq!(first.as_deref(), Some("routing"));
+        assert_eq!(second.as_deref(), Some("routing-2"));
+        assert_eq!(other_kind.as_deref(), Some("routing"));
     }
 
-    /// With the cluster read, an object a live resource manages keeps that resource's
-    /// namespace and name, and no other manifest takes a live resource's name where it will be
-    /// applied (the same name elsewhere is free).
+    /// With `--skip-managed`, an object a live resource manages is left out (said skipped),
+    /// and no manifest takes a live resource's name where it will be applied (the same name
+    /// elsewhere is free). Without it, such an object is exported and listed as managed.
     #[test]
-    fn live_resources_keep_their_names_and_no_other_manifest_takes_them() {
+    fn managed_objects_are_listed_or_left_out_and_live_names_are_not_taken() {
         let at = |namespace: &str, name: &str| LiveName {
             namespace: Some(namespace.to_string()),
             name: name.to_string(),
         };
         let mut live = LiveNames::default();
-        live.add(
-            "Config",
-            at("team-a", "edge-routing"),
-            &["pc-1".into()],
-            "default",
-        );
-        live.add(
-            "Config",
-            at("team-a", "routing"),
-            &["pc-9".into()],
-            "default",
-        );
-        live.add(
-            "Config",
-            at("team-b", "canary"),
-            &["pc-8".into()],
-            "default",
-        );
-        let options = ExportOptions {
+        live.add("Config", at("team-a", "edge-routing"), Some("id-1"));
+        live.add("Config", at("team-a", "routing"), Some("id-9"));
+        live.add("Config", at("team-b", "canary"), Some("id-8"));
+        let mut options = ExportOptions {
             namespace: Some("team-a".into()),
             live_names: Some(live),
+            skip_managed: true,
             ..Default::default()
         };
         let mut builder = Builder::new(&options);
-        let managed = builder.meta("Config", "routing", "pc-1", &["pc-1", "id-1"]);
-        assert_eq!(managed.name.as_deref(), Some("edge-routing"));
-        assert_eq!(managed.namespace.as_deref(), Some("team-a"));
-        // pc-2 is named "routing" remotely, but a live Config of that name manages pc-9.
-        let fresh = builder.meta("Config", "routing", "pc-2", &["pc-2"]);
+        assert_eq!(builder.meta("Config", "routing", "pc-1", "id-1"), None);
+        assert_eq!(
+            builder.export.skipped,
+            vec![
+                "Config pc-1: managed already by the Config team-a/edge-routing of the cluster, which is its manifest (--skip-managed)"
+            ]
+        );
+        // pc-2 is called "routing" remotely, but a live Config of that name manages id-9.
+        let fresh = builder.meta("Config", "routing", "pc-2", "id-2").unwrap();
         assert_eq!(fresh.name.as_deref(), Some("routing-2"));
         assert_eq!(fresh.namespace.as_deref(), Some("team-a"));
         // "canary" is taken in team-b only.
-        let elsewhere = builder.meta("Config", "canary", "pc-3", &["pc-3"]);
+        let elsewhere = builder.meta("Config", "canary", "pc-3", "id-3").unwrap();
         assert_eq!(elsewhere.name.as_deref(), Some("canary"));
-        // Managed in another namespace than --namespace: it stays where it is.
-        let moved = builder.meta("Config", "canary", "pc-8", &["pc-8"]);
-        assert_eq!(moved.name.as_deref(), Some("canary"));
-        assert_eq!(moved.namespace.as_deref(), Some("team-b"));
-        assert_eq!(builder.export.live_named, 2);
+        // Managed in another namespace than --namespace: left out all the same.
+        assert_eq!(builder.meta("Config", "canary", "pc-8", "id-8"), None);
+        assert!(builder.export.managed.is_empty());
+
+        // Without --skip-managed: exported under its own name, and listed.
+        options.skip_managed = false;
+        let mut builder = Builder::new(&options);
+        let exported = builder.meta("Config", "routing", "pc-1", "id-1").unwrap();
+        assert_eq!(exported.name.as_deref(), Some("routing"));
+        assert_eq!(
+            builder.export.managed,
+            vec!["Config pc-1 (by Config team-a/edge-routing)"]
+        );
+        assert!(builder.export.skipped.is_empty());
     }
 }

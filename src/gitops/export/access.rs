@@ -83,12 +83,9 @@ impl Builder<'_> {
             ));
             return Ok(());
         };
-        let metadata = self.meta(
-            "Provider",
-            &remote.name,
-            &remote.slug,
-            &[&remote.slug, &remote.id],
-        );
+        let Some(metadata) = self.meta("Provider", &remote.name, &remote.slug, &remote.id) else {
+            return Ok(());
+        };
         let spec = ProviderSpec {
             slug: Some(remote.slug.clone()),
             name: remote.name.clone(),
@@ -119,12 +116,10 @@ impl Builder<'_> {
         remote: &api::Integration,
         rows: &api::IntegrationWorkspaces,
     ) -> Result<(), GitopsError> {
-        let mut metadata = self.meta(
-            "Integration",
-            &remote.name,
-            &remote.slug,
-            &[&remote.slug, &remote.id],
-        );
+        let Some(mut metadata) = self.meta("Integration", &remote.name, &remote.slug, &remote.id)
+        else {
+            return Ok(());
+        };
         metadata.namespace = None;
         let name = metadata.name.clone().unwrap_or_default();
         let secret = format!(

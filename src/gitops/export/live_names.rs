@@ -1,12 +1,13 @@
-//! The names the live resources of a cluster already have, for an export read with a kubeconfig.
+//! The live resources of a cluster, for an export read with a kubeconfig.
 //!
-//! An exported manifest adopts its remote object. When a live resource already manages that
-//! object, the manifest takes that resource's namespace and name, so applying it updates that
-//! resource instead of adding a second claimant, which would stall `AlreadyManaged`. A name
-//! made up for an object no live resource manages never reuses a live resource's name: applying
-//! it would point that resource at another remote object.
+//! An exported manifest adopts its remote object. An object a live resource manages already is
+//! left out of the export: a second resource adopting it would stall (`AlreadyManaged`), and
+//! one exported under the live resource's name would overwrite what that resource says (its
+//! Secrets, its management policy, its rotation) with what the API reads back. The live
+//! resource is that object's manifest. A name made up for any other object never reuses a live
+//! resource's name: applying it would change that resource instead of adding one.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Debug;
 
 use serde::Deserialize;
@@ -25,24 +26,33 @@ pub struct LiveName {
     pub name: String,
 }
 
+impl std::fmt::Display for LiveName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{namespace}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
 /// The live resources of each exported kind: by the remote objects they manage, and the names
 /// they take.
 #[derive(Debug, Clone, Default)]
 pub struct LiveNames {
-    /// (kind, remote id) to the resource whose status records it (its slug where it records no
-    /// id), of those on the Connection `default`, the one an exported manifest names.
-    owners: HashMap<(&'static str, String), LiveName>,
-    /// Every live resource's (kind, namespace, name).
-    taken: HashSet<(&'static str, Option<String>, String)>,
+    /// (kind, remote id) to a resource whose status records that id: the first by namespace
+    /// and name, so the answer does not depend on the list's order. Ids, not slugs: an id is
+    /// unique across organisations, so a resource on any Connection that records it manages
+    /// this very object.
+    managers: HashMap<(&'static str, String), LiveName>,
+    /// (kind, name) to the namespaces of the live resources of that name (`None`:
+    /// cluster-scoped).
+    taken: HashMap<(&'static str, String), Vec<Option<String>>>,
 }
 
 impl LiveNames {
-    /// The live resource of `kind` that manages the remote object known by any of `keys`.
-    pub fn owner(&self, kind: &str, keys: &[&str]) -> Option<&LiveName> {
-        let kind = kind_of(kind)?;
-        keys.iter()
-            .filter(|key| !key.is_empty())
-            .find_map(|key| self.owners.get(&(kind, key.to_string())))
+    /// A live resource of `kind` whose status records the remote id `id`.
+    pub fn manager(&self, kind: &str, id: &str) -> Option<&LiveName> {
+        self.managers.get(&(kind_of(kind)?, id.to_string()))
     }
 
     /// True when a live resource of `kind` is called `name` in `namespace`: in any namespace
@@ -51,45 +61,34 @@ impl LiveNames {
         let Some(kind) = kind_of(kind) else {
             return false;
         };
-        self.taken.iter().any(|(k, ns, n)| {
-            *k == kind
-                && n == name
-                && (namespace.is_none() || ns.is_none() || ns.as_deref() == namespace)
-        })
+        let Some(namespaces) = self.taken.get(&(kind, name.to_string())) else {
+            return false;
+        };
+        namespace.is_none()
+            || namespaces
+                .iter()
+                .any(|ns| ns.is_none() || ns.as_deref() == namespace)
     }
 
-    /// Adds the live resource `live` of `kind`, whose status records the remote keys
-    /// `recorded` (its id, else its slug; empty when it manages nothing yet) and which reaches
-    /// the API through the Connection `connection`.
-    ///
-    /// Only a status counts: a spec that names a slug (an adoption) is a claim the operator may
-    /// have refused, any tenant can write one, and a manifest exported under its name would
-    /// hand the object to that tenant's namespace. Only the Connection `default` counts: an
-    /// exported manifest names no Connection, and applying it under the name of a resource on
-    /// another one would move that resource to `default`. Between two resources recording one
-    /// key, the first by namespace and name, so the choice does not depend on the list's order.
-    pub fn add(
-        &mut self,
-        kind: &'static str,
-        live: LiveName,
-        recorded: &[String],
-        connection: &str,
-    ) {
+    /// Adds the live resource `live` of `kind`, whose status records the remote id `id` (none
+    /// yet: it manages nothing). A spec that names a slug to adopt does not count: the operator
+    /// may have refused it, and any tenant can write one.
+    pub fn add(&mut self, kind: &'static str, live: LiveName, id: Option<&str>) {
         self.taken
-            .insert((kind, live.namespace.clone(), live.name.clone()));
-        if connection != "default" {
+            .entry((kind, live.name.clone()))
+            .or_default()
+            .push(live.namespace.clone());
+        let Some(id) = id.filter(|id| !id.is_empty()) else {
             return;
-        }
-        for key in recorded.iter().filter(|key| !key.is_empty()) {
-            self.owners
-                .entry((kind, key.clone()))
-                .and_modify(|held| {
-                    if (&live.namespace, &live.name) < (&held.namespace, &held.name) {
-                        *held = live.clone();
-                    }
-                })
-                .or_insert_with(|| live.clone());
-        }
+        };
+        self.managers
+            .entry((kind, id.to_string()))
+            .and_modify(|held| {
+                if (&live.namespace, &live.name) < (&held.namespace, &held.name) {
+                    *held = live.clone();
+                }
+            })
+            .or_insert(live);
     }
 }
 
@@ -112,20 +111,12 @@ fn kind_of(kind: &str) -> Option<&'static str> {
     KINDS.iter().copied().find(|k| *k == kind)
 }
 
-/// What identifies a live resource and the remote object it manages. Every field is optional:
-/// a kind without one leaves it out.
+/// What identifies a live resource and the remote object it manages.
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Identity {
     metadata: IdentityMeta,
-    spec: IdentitySpec,
-    status: Keys,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default, rename_all = "camelCase")]
-struct IdentitySpec {
-    connection_ref: Option<crate::resources::common::ConnectionRef>,
+    status: IdentityStatus,
 }
 
 #[derive(Deserialize, Default)]
@@ -135,19 +126,10 @@ struct IdentityMeta {
     namespace: Option<String>,
 }
 
-/// The remote keys a status records.
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct Keys {
-    slug: Option<String>,
+struct IdentityStatus {
     id: Option<String>,
-}
-
-impl Keys {
-    /// The id (an organisation's slugs may be another's too; its ids are unique), else the slug.
-    fn recorded(self) -> Vec<String> {
-        self.id.or(self.slug).into_iter().collect()
-    }
 }
 
 /// Every live resource of the kinds an export writes. A resource too deep to decode whole is
@@ -184,17 +166,12 @@ where
         .filter_map(|object| serde_json::from_value(serde_json::to_value(object).ok()?).ok());
     let read_in_part = unreadable.iter().filter_map(|u| u.part::<Identity>().ok());
     for found in decoded.chain(read_in_part) {
-        let Identity {
-            metadata,
-            spec,
-            status,
-        } = found;
+        let Identity { metadata, status } = found;
         let live = LiveName {
             namespace: metadata.namespace,
             name: metadata.name,
         };
-        let connection = spec.connection_ref.unwrap_or_default().name;
-        names.add(kind, live, &status.recorded(), &connection);
+        names.add(kind, live, status.id.as_deref());
     }
     Ok(())
 }
@@ -210,67 +187,40 @@ mod tests {
         }
     }
 
-    fn keys(keys: &[&str]) -> Vec<String> {
-        keys.iter().map(|k| k.to_string()).collect()
-    }
-
     #[test]
-    fn a_status_on_the_default_connection_owns_what_it_records_whatever_the_order() {
+    fn a_status_that_records_an_id_manages_it_whatever_the_order() {
         for order in [[0, 1, 2], [2, 1, 0]] {
             let mut names = LiveNames::default();
             let candidates = [
-                (at(Some("b"), "x"), keys(&["id-1"]), "default"),
-                (at(Some("a"), "y"), keys(&["id-1"]), "default"),
-                (at(Some("0"), "z"), keys(&["id-1"]), "prod"),
+                (at(Some("b"), "x"), Some("id-1")),
+                (at(Some("a"), "y"), Some("id-1")),
+                (at(Some("a"), "intruder"), None),
             ];
             for i in order {
-                let (live, recorded, connection) = candidates[i].clone();
-                names.add("Config", live, &recorded, connection);
+                let (live, id) = candidates[i].clone();
+                names.add("Config", live, id);
             }
-            assert_eq!(
-                names.owner("Config", &["pc-1", "id-1"]),
-                Some(&at(Some("a"), "y"))
-            );
-            assert_eq!(names.owner("Deployment", &["id-1"]), None);
-            assert_eq!(names.owner("Config", &["pc-1"]), None);
-            // Another Connection's resource owns nothing, but its name is taken.
-            assert!(names.taken("Config", Some("0"), "z"));
+            assert_eq!(names.manager("Config", "id-1"), Some(&at(Some("a"), "y")));
+            assert_eq!(names.manager("Deployment", "id-1"), None);
+            assert_eq!(names.manager("Config", "id-2"), None);
+            assert_eq!(names.manager("Config", ""), None);
+            // One that manages nothing yet still takes its name.
+            assert!(names.taken("Config", Some("a"), "intruder"));
         }
-    }
-
-    #[test]
-    fn a_spec_naming_a_slug_owns_nothing() {
-        let mut names = LiveNames::default();
-        // What `add_kind` passes for a resource whose status records nothing yet.
-        names.add("Config", at(Some("a"), "intruder"), &[], "default");
-        assert_eq!(names.owner("Config", &["pc-1"]), None);
-        assert!(names.taken("Config", Some("a"), "intruder"));
-    }
-
-    #[test]
-    fn a_status_records_its_id_rather_than_its_slug() {
-        let both = Keys {
-            slug: Some("pc-1".into()),
-            id: Some("id-1".into()),
-        };
-        assert_eq!(both.recorded(), keys(&["id-1"]));
-        let slug = Keys {
-            slug: Some("ws-1".into()),
-            id: None,
-        };
-        assert_eq!(slug.recorded(), keys(&["ws-1"]));
     }
 
     #[test]
     fn a_name_is_taken_in_its_namespace_or_anywhere_when_the_namespace_is_unknown() {
         let mut names = LiveNames::default();
-        names.add("Config", at(Some("team-a"), "routing"), &[], "default");
-        names.add("Workspace", at(None, "prod"), &[], "default");
+        names.add("Config", at(Some("team-a"), "routing"), None);
+        names.add("Workspace", at(None, "prod"), None);
         assert!(names.taken("Config", Some("team-a"), "routing"));
         assert!(!names.taken("Config", Some("team-b"), "routing"));
         assert!(names.taken("Config", None, "routing"));
         assert!(!names.taken("Deployment", None, "routing"));
         assert!(names.taken("Workspace", Some("team-b"), "prod"));
         assert!(!names.taken("Unknown", None, "routing"));
+        assert_eq!(at(Some("a"), "y").to_string(), "a/y");
+        assert_eq!(at(None, "prod").to_string(), "prod");
     }
 }

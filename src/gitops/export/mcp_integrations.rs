@@ -70,12 +70,10 @@ impl Builder<'_> {
             ));
             return;
         };
-        let mut metadata = self.meta(
-            "McpIntegration",
-            &remote.slug,
-            &remote.id,
-            &[&remote.slug, &remote.id],
-        );
+        let Some(mut metadata) = self.meta("McpIntegration", &remote.slug, &remote.id, &remote.id)
+        else {
+            return;
+        };
         metadata.namespace = None;
         let workspaces = rows
             .workspaces

@@ -55,12 +55,9 @@ impl Builder<'_> {
             "deny" => Some(DefaultUserAccess::Deny),
             _ => None,
         };
-        let metadata = self.meta(
-            "McpServer",
-            &remote.name,
-            &remote.slug,
-            &[&remote.slug, &remote.id],
-        );
+        let Some(metadata) = self.meta("McpServer", &remote.name, &remote.slug, &remote.id) else {
+            return;
+        };
         let spec = McpServerSpec {
             slug: Some(remote.slug.clone()),
             name: remote.name.clone(),

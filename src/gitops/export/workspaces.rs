@@ -40,12 +40,10 @@ impl Builder<'_> {
     /// The workspace as a Workspace adopting it by slug, with every setting it reads back; a
     /// setting whose shape the spec cannot state is left unmanaged (absent), and said so.
     fn workspace(&mut self, remote: &api::Workspace) -> Result<(), GitopsError> {
-        let mut metadata = self.meta(
-            "Workspace",
-            &remote.slug,
-            &remote.id,
-            &[&remote.slug, &remote.id],
-        );
+        let Some(mut metadata) = self.meta("Workspace", &remote.slug, &remote.id, &remote.id)
+        else {
+            return Ok(());
+        };
         metadata.namespace = None;
         let mut unmanaged = Vec::new();
         let usage_limits = usage_limits(remote.usage_limits.as_ref());

@@ -896,12 +896,13 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
     h.stop().await;
 }
 
-/// `export --kubeconfig` names the manifest of an object a live resource manages after that
-/// resource, and gives no other manifest a live resource's name: applying the export updates
-/// what is there instead of adding a second claimant (`AlreadyManaged`), or pointing a live
-/// resource at another object.
+/// `export --kubeconfig` says which exported objects live resources manage already; with
+/// `--skip-managed` it leaves them out (each said skipped: the live resource is its manifest)
+/// and gives no manifest a live resource's name. Applying that export then adopts the rest
+/// and changes nothing live: no second claimant stalls `AlreadyManaged`, no live resource is
+/// changed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn export_with_the_cluster_keeps_the_names_of_the_live_resources() {
+async fn export_says_what_the_cluster_manages_and_can_leave_it_and_its_names_alone() {
     let h = Harness::start("gitops-export-live").await;
     let document = json!({"retry": {"attempts": 2}});
     // Made outside aigw, then adopted by a resource of another name.
@@ -942,63 +943,77 @@ async fn export_with_the_cluster_keeps_the_names_of_the_live_resources() {
     let out_dir = dir.path().join("export");
     let out_dir = out_dir.to_str().unwrap().to_string();
     let kubeconfig = support::kubeconfig_path().display().to_string();
-    let out = aigw_async(connected(
-        &[
-            "export",
-            "--out",
-            &out_dir,
-            "--namespace",
-            &h.env.namespace,
-            "--kubeconfig",
-            &kubeconfig,
-        ],
-        &url,
-        &token,
-    ))
-    .await;
-    let report = exited(&out, 0);
-    assert_in(
-        &report,
-        "note: 2 manifests take the namespace and name of the resource",
-    );
-    let manifest = |slug: &str| -> Config {
-        let files = std::fs::read_dir(&out_dir).unwrap();
-        let contents = files.map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap());
-        let found = contents
-            .filter(|c| c.contains("kind: Config"))
-            .map(|c| serde_yaml::from_str::<Config>(&c).unwrap())
-            .find(|c| c.spec.slug.as_deref() == Some(slug));
-        found.unwrap_or_else(|| panic!("no manifest adopts {slug}"))
-    };
-    let name = |c: &Config| c.metadata.name.clone().unwrap();
-    assert_eq!(name(&manifest(&adopted_slug)), "my-routing");
-    assert_eq!(name(&manifest(&billing_slug)), "chat-routing-eu");
-    assert_eq!(name(&manifest(&fresh_slug)), "chat-routing-eu-2");
-    for slug in [&adopted_slug, &billing_slug, &fresh_slug] {
-        assert_eq!(
-            manifest(slug).metadata.namespace.as_deref(),
-            Some(h.env.namespace.as_str())
-        );
-    }
-
-    // Planned against the cluster: the two live ones unchanged, the other one to adopt.
-    let out = aigw_async(args(&[
-        "plan",
-        "-f",
-        &out_dir,
-        "--management-url",
-        &url,
-        "--token-file",
-        &token,
+    let namespace = h.env.namespace.clone();
+    // Without --skip-managed: all three exported, the two managed ones named.
+    let listed = dir.path().join("listed");
+    let listed = listed.to_str().unwrap();
+    let export = [
+        "export",
+        "--out",
+        listed,
+        "--namespace",
+        &namespace,
         "--kubeconfig",
         &kubeconfig,
-    ]))
-    .await;
-    let report = text(&out);
-    assert_in(&report, "1 to adopt, 2 unchanged");
-    assert!(
-        !report.contains("AlreadyManaged") && !report.contains("already managed"),
-        "{report}"
+    ];
+    let out = aigw_async(connected(&export, &url, &token)).await;
+    let report = exited(&out, 0);
+    assert_in(&report, "exported 3 Config to");
+    assert_in(
+        &report,
+        "note: 2 exported objects are managed already by resources of the cluster (",
+    );
+    assert_in(
+        &report,
+        &format!("Config {adopted_slug} (by Config {namespace}/my-routing)"),
+    );
+    assert_in(&report, "pass --skip-managed to leave them out");
+
+    let export = [
+        "export",
+        "--out",
+        &out_dir,
+        "--namespace",
+        &namespace,
+        "--kubeconfig",
+        &kubeconfig,
+        "--skip-managed",
+    ];
+    let out = aigw_async(connected(&export, &url, &token)).await;
+    let report = exited(&out, 0);
+    for (slug, live) in [
+        (&adopted_slug, "my-routing"),
+        (&billing_slug, "chat-routing-eu"),
+    ] {
+        assert_in(
+            &report,
+            &format!(
+                "skipped Config {slug}: managed already by the Config {namespace}/{live} of the cluster, which is its manifest (--skip-managed)"
+            ),
+        );
+    }
+    assert_in(&report, "exported 1 Config");
+    let file = Path::new(&out_dir).join("config-chat-routing-eu-2.yaml");
+    let yaml = std::fs::read_to_string(&file).unwrap();
+    let manifest: Config = serde_yaml::from_str(&yaml).unwrap();
+    assert_eq!(manifest.spec.slug.as_deref(), Some(fresh_slug.as_str()));
+
+    // Applied: the fresh one adopted, nothing live changed, nothing written to the API.
+    h.reset_stats().await;
+    create_yaml::<Config>(&h, &yaml).await;
+    h.wait_for::<Config>("chat-routing-eu-2", WAIT, |c| c.ready())
+        .await;
+    let billing = h
+        .wait_for::<Config>("chat-routing-eu", WAIT, |c| c.ready())
+        .await;
+    assert_eq!(billing.status.and_then(|s| s.slug), Some(billing_slug));
+    h.wait_for::<Config>("my-routing", WAIT, |c| c.ready())
+        .await;
+    let stats = h.stats().await;
+    assert_eq!(
+        writes(&stats),
+        0,
+        "adopting the export wrote to the API: {stats}"
     );
     h.stop().await;
 }
