@@ -20,10 +20,9 @@ pub struct ExportArgs {
     #[arg(long, value_name = "NS")]
     namespace: Option<String>,
     /// With `--kubeconfig`: leave out each object a resource of that cluster manages already
-    /// (said skipped: that resource is its manifest), and give no manifest the name of a live
-    /// resource. For an export to be applied to the cluster it read; without it, each such
-    /// object is exported, and applied there it would be a second resource for its object
-    /// (stalled `AlreadyManaged`).
+    /// (said skipped: that resource is its manifest). For an export to be applied to the
+    /// cluster it read; without it, each such object is exported (and said), and applied there
+    /// it would be a second resource for its object (stalled `AlreadyManaged`).
     #[arg(long, requires = "kubeconfig")]
     skip_managed: bool,
     #[command(flatten)]
@@ -53,8 +52,19 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
     };
     // Which objects the cluster's resources manage already: said, or with --skip-managed left
     // out.
+    // --skip-managed needs them; without it, what they would say is left unsaid when the
+    // cluster's resources cannot be listed (no right to list every kind, a kind not installed).
     let live_names = match &live {
-        Some(live) => Some(live_names(&live.client).await?),
+        Some(live) => match live_names(&live.client).await {
+            Ok(names) => Some(names),
+            Err(e) if !args.skip_managed => {
+                eprintln!(
+                    "warning: {e}: which objects the cluster's resources manage already is not said, and manifests may take their names"
+                );
+                None
+            }
+            Err(e) => return Err(e.into()),
+        },
         None => None,
     };
     let options = ExportOptions {

@@ -62,10 +62,11 @@ pub struct ExportOptions {
     /// and listed in [`Export::unrecognised`].
     pub live_recorded: Option<HashSet<String>>,
     /// The live resources of the cluster (`None`: it was not read): an object one of them
-    /// manages is listed in [`Export::managed`] ([`LiveNames`]).
+    /// manages is listed in [`Export::managed`], and no manifest takes a live resource's name
+    /// ([`LiveNames`]).
     pub live_names: Option<LiveNames>,
-    /// Leaves out each object a live resource manages (said skipped), and gives no manifest a
-    /// live resource's name: for an export to be applied to the cluster it read.
+    /// Leaves out each object a live resource manages (said skipped): for an export to be
+    /// applied to the cluster it read.
     pub skip_managed: bool,
 }
 
@@ -293,7 +294,8 @@ pub struct Export {
     /// Manifests written per kind.
     pub counts: BTreeMap<&'static str, usize>,
     /// Objects exported that a live resource of the cluster manages already, each with that
-    /// resource ([`ExportOptions::live_names`]; none with [`ExportOptions::skip_managed`]).
+    /// resource ([`ExportOptions::live_names`]; none with [`ExportOptions::skip_managed`]):
+    /// applied to that cluster, each manifest would be a second resource for its object.
     pub managed: Vec<String>,
 }
 
@@ -427,6 +429,9 @@ async fn listed<T>(
 struct Builder<'o> {
     options: &'o ExportOptions,
     used: HashSet<(&'static str, String)>,
+    /// (kind, manifest name) of each object a live resource manages, with what
+    /// [`Export::managed`] says of it once its manifest is written.
+    managed_by: HashMap<(&'static str, String), String>,
     export: Export,
 }
 
@@ -435,6 +440,7 @@ impl<'o> Builder<'o> {
         Self {
             options,
             used: HashSet::new(),
+            managed_by: HashMap::new(),
             export: Export::default(),
         }
     }
@@ -457,11 +463,12 @@ impl<'o> Builder<'o> {
     }
 
     /// The manifest's metadata for the remote object of `kind` whose id is `id`: a name made
-    /// of `wanted` (or `fallback`) that no other manifest of the kind has. With the cluster
-    /// read, an object a live resource manages is listed in [`Export::managed`]; with
+    /// of `wanted` (or `fallback`) that no other manifest of the kind has and, with the cluster
+    /// read, no live resource of the kind has where the manifest will be applied (applying it
+    /// would change that resource instead of adding one). An object a live resource manages is
+    /// listed in [`Export::managed`] once its manifest is written; with
     /// [`ExportOptions::skip_managed`] it is left out instead (`None`, said skipped: that
-    /// resource is its manifest), and no name is one a live resource of the kind has where
-    /// the manifest will be applied.
+    /// resource is its manifest).
     fn meta(
         &mut self,
         kind: &'static str,
@@ -470,6 +477,7 @@ impl<'o> Builder<'o> {
         id: &str,
     ) -> Option<ObjectMeta> {
         let live = self.options.live_names.as_ref();
+        let mut managed = None;
         if let Some(manager) = live.and_then(|live| live.manager(kind, id)) {
             // The slug (a workspace's and an MCP integration's fall back on their id).
             let known_as = if fallback == id { wanted } else { fallback };
@@ -479,13 +487,10 @@ impl<'o> Builder<'o> {
                 ));
                 return None;
             }
-            self.export
-                .managed
-                .push(format!("{kind} {known_as} (by {kind} {manager})"));
+            managed = Some(format!("{kind} {known_as} (by {kind} {manager})"));
         }
         let namespace = self.options.namespace.as_deref();
-        let reserved = live.filter(|_| self.options.skip_managed);
-        let taken = |name: &str| reserved.is_some_and(|live| live.taken(kind, namespace, name));
+        let taken = |name: &str| live.is_some_and(|live| live.taken(kind, namespace, name));
         let base = kubernetes_name(wanted)
             .or_else(|| kubernetes_name(fallback))
             .unwrap_or_else(|| kind.to_ascii_lowercase());
@@ -495,6 +500,9 @@ impl<'o> Builder<'o> {
             let suffix = format!("-{n}");
             name = format!("{}{suffix}", truncate(&base, 63 - suffix.len()));
             n += 1;
+        }
+        if let Some(managed) = managed {
+            self.managed_by.insert((kind, name.clone()), managed);
         }
         Some(ObjectMeta {
             name: Some(name),
@@ -592,14 +600,19 @@ impl<'o> Builder<'o> {
         };
         if keys.is_empty() {
             let header = format!("# Adopts config {} as it is.\n", remote.slug);
-            return self.push("Config", "config", &object.metadata, &object, header);
+            return self
+                .push("Config", "config", &object.metadata, &object, header)
+                .map(drop);
         }
         let header = format!(
             "# Adopts config {}. Its inline secrets are never exported: they come from Secret\n\
              # {secret} (secret-{secret}.yaml), which must hold their values before applying.\n",
             remote.slug
         );
-        self.push("Config", "config", &object.metadata, &object, header)?;
+        // A Config left out leaves its placeholder out too.
+        if !self.push("Config", "config", &object.metadata, &object, header)? {
+            return Ok(());
+        }
         let placeholder = placeholder_secret(&secret, object.metadata.namespace.clone(), keys);
         let header = format!(
             "# Placeholder for the secrets of config {}: fill in every value before applying\n\
@@ -608,6 +621,7 @@ impl<'o> Builder<'o> {
         );
         let meta = placeholder.metadata.clone();
         self.push("Secret", "secret", &meta, &placeholder, header)
+            .map(drop)
     }
 
     fn deployment(&mut self, remote: &api::Deployment) -> Result<(), GitopsError> {
@@ -645,6 +659,7 @@ impl<'o> Builder<'o> {
             &object,
             header,
         )
+        .map(drop)
     }
 
     /// A guardrail as it is, as a resource of kind `G`. One whose check parameters hold
@@ -689,6 +704,7 @@ impl<'o> Builder<'o> {
         let header = format!("# Adopts guardrail {} as it is.\n", remote.slug);
         let prefix = kind.to_ascii_lowercase();
         self.push(kind, &prefix, object.meta(), &object, header)
+            .map(drop)
     }
 
     fn policy<P: Policy>(&mut self, remote: &P::Remote) -> Result<(), GitopsError> {
@@ -708,8 +724,11 @@ impl<'o> Builder<'o> {
         let object = P::with_spec(metadata, spec);
         let header = format!("# Adopts {} {id} as it is.\n", P::WHAT);
         self.push(kind, &kind.to_lowercase(), object.meta(), &object, header)
+            .map(drop)
     }
 
+    /// Adds the manifest of `object`, saying whether it was written (false: left out, and said
+    /// so: it holds credentials in text).
     fn push<T: Serialize>(
         &mut self,
         kind: &'static str,
@@ -717,7 +736,7 @@ impl<'o> Builder<'o> {
         meta: &ObjectMeta,
         object: &T,
         header: String,
-    ) -> Result<(), GitopsError> {
+    ) -> Result<bool, GitopsError> {
         let name = meta.name.clone().unwrap_or_default();
         // Credentials in a URL's userinfo (a webhook's `https://user:pass@host`) or after a
         // secret-looking key in text (`?api_key=…`) never land in Git: a Config's and an
@@ -733,7 +752,8 @@ impl<'o> Builder<'o> {
                 "{kind} {name}: holds credentials in text (a URL's userinfo, or a value after a secret-looking key such as api_key=) at {}; write its manifest by hand, with that value in a Secret",
                 credentials.join(", ")
             ));
-            return Ok(());
+            self.managed_by.remove(&(kind, name));
+            return Ok(false);
         }
         let yaml = serde_yaml::to_string(object).map_err(|e| GitopsError::Render {
             what: format!("{kind} {name}"),
@@ -744,7 +764,10 @@ impl<'o> Builder<'o> {
             content: format!("{header}{yaml}"),
         });
         *self.export.counts.entry(kind).or_default() += 1;
-        Ok(())
+        if let Some(managed) = self.managed_by.remove(&(kind, name)) {
+            self.export.managed.push(managed);
+        }
+        Ok(true)
     }
 
     fn finish(mut self) -> Result<Export, GitopsError> {
@@ -936,11 +959,11 @@ mod tests {
         assert_eq!(other_kind.as_deref(), Some("routing"));
     }
 
-    /// With `--skip-managed`, an object a live resource manages is left out (said skipped),
-    /// and no manifest takes a live resource's name where it will be applied (the same name
-    /// elsewhere is free). Without it, such an object is exported and listed as managed.
+    /// With the cluster read, no manifest takes a live resource's name where it will be
+    /// applied (the same name elsewhere is free). An object a live resource manages is said
+    /// once its manifest is written, or, with `--skip-managed`, left out (said skipped).
     #[test]
-    fn managed_objects_are_listed_or_left_out_and_live_names_are_not_taken() {
+    fn managed_objects_are_said_or_left_out_and_live_names_are_not_taken() {
         let at = |namespace: &str, name: &str| LiveName {
             namespace: Some(namespace.to_string()),
             name: name.to_string(),
@@ -974,15 +997,27 @@ mod tests {
         assert_eq!(builder.meta("Config", "canary", "pc-8", "id-8"), None);
         assert!(builder.export.managed.is_empty());
 
-        // Without --skip-managed: exported under its own name, and listed.
+        // Without --skip-managed: exported under a name no live resource has, and said once
+        // written; not said when its manifest is left out (credentials in text).
         options.skip_managed = false;
         let mut builder = Builder::new(&options);
-        let exported = builder.meta("Config", "routing", "pc-1", "id-1").unwrap();
-        assert_eq!(exported.name.as_deref(), Some("routing"));
+        let meta = builder.meta("Config", "routing", "pc-1", "id-1").unwrap();
+        assert_eq!(meta.name.as_deref(), Some("routing-2"));
+        assert!(builder.export.managed.is_empty());
+        let object = serde_json::json!({"metadata": {"name": "routing-2"}});
+        builder
+            .push("Config", "config", &meta, &object, String::new())
+            .unwrap();
         assert_eq!(
             builder.export.managed,
             vec!["Config pc-1 (by Config team-a/edge-routing)"]
         );
-        assert!(builder.export.skipped.is_empty());
+        let meta = builder.meta("Config", "canary", "pc-8", "id-8").unwrap();
+        let leaky = serde_json::json!({"spec": {"url": "https://user:pass@host"}});
+        builder
+            .push("Config", "config", &meta, &leaky, String::new())
+            .unwrap();
+        assert_eq!(builder.export.managed.len(), 1);
+        assert_eq!(builder.export.files.len(), 1);
     }
 }

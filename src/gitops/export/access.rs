@@ -107,6 +107,7 @@ impl Builder<'_> {
         };
         let header = format!("# Adopts provider {} as it is.\n", remote.slug);
         self.push("Provider", "provider", &object.metadata, &object, header)
+            .map(drop)
     }
 
     /// The integration as an Integration that adopts it by slug, its key and masked
@@ -179,26 +180,32 @@ impl Builder<'_> {
         };
         if keys.is_empty() {
             let header = format!("# Adopts integration {} as it is.\n", remote.slug);
-            return self.push(
-                "Integration",
-                "integration",
-                &object.metadata,
-                &object,
-                header,
-            );
+            return self
+                .push(
+                    "Integration",
+                    "integration",
+                    &object.metadata,
+                    &object,
+                    header,
+                )
+                .map(drop);
         }
         let header = format!(
             "# Adopts integration {}. Its key and credentials are never exported: they come from\n\
              # Secret {secret} (secret-{secret}.yaml), which must hold them before applying.\n",
             remote.slug
         );
-        self.push(
+        // An Integration left out leaves its placeholder out too.
+        let written = self.push(
             "Integration",
             "integration",
             &object.metadata,
             &object,
             header,
         )?;
+        if !written {
+            return Ok(());
+        }
         let mut placeholder = placeholder_secret(&secret, None, keys);
         placeholder.metadata.labels =
             Some([(CLUSTER_READABLE.to_string(), "true".to_string())].into());
@@ -210,6 +217,7 @@ impl Builder<'_> {
         );
         let meta = placeholder.metadata.clone();
         self.push("Secret", "secret", &meta, &placeholder, header)
+            .map(drop)
     }
 }
 

@@ -79,6 +79,7 @@ impl Builder<'_> {
         };
         let header = format!("# Adopts workspace {} as it is.\n{left}", remote.slug);
         self.push("Workspace", "workspace", &object.metadata, &object, header)
+            .map(drop)
     }
 }
 

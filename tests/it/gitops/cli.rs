@@ -896,10 +896,10 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
     h.stop().await;
 }
 
-/// `export --kubeconfig` says which exported objects live resources manage already; with
-/// `--skip-managed` it leaves them out (each said skipped: the live resource is its manifest)
-/// and gives no manifest a live resource's name. Applying that export then adopts the rest
-/// and changes nothing live: no second claimant stalls `AlreadyManaged`, no live resource is
+/// `export --kubeconfig` gives no manifest a live resource's name and says which exported
+/// objects live resources manage already; with `--skip-managed` it leaves those out (each said
+/// skipped: the live resource is its manifest). Applying that export then adopts the rest and
+/// changes nothing live: no second claimant stalls `AlreadyManaged`, no live resource is
 /// changed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn export_says_what_the_cluster_manages_and_can_leave_it_and_its_names_alone() {
@@ -968,6 +968,17 @@ async fn export_says_what_the_cluster_manages_and_can_leave_it_and_its_names_alo
         &format!("Config {adopted_slug} (by Config {namespace}/my-routing)"),
     );
     assert_in(&report, "pass --skip-managed to leave them out");
+    // The fresh one's name is a live resource's: it takes another.
+    assert!(
+        Path::new(listed)
+            .join("config-chat-routing-eu-2.yaml")
+            .exists()
+    );
+    assert!(
+        !Path::new(listed)
+            .join("config-chat-routing-eu.yaml")
+            .exists()
+    );
 
     let export = [
         "export",
