@@ -907,6 +907,32 @@ mod tests {
         assert_eq!(secret["stringData"]["targets.0.api_key"], "");
     }
 
+    /// A config left out for credentials in text leaves out the placeholder Secret of its
+    /// inline secrets too (it used to be written alone, listed in `kustomization.yaml`).
+    #[test]
+    fn a_config_left_out_leaves_its_placeholder_out() {
+        let remote: api::ConfigDetail = serde_json::from_value(serde_json::json!({
+            "id": "id-1", "slug": "pc-1", "name": "r", "status": "active",
+            "config": r#"{"targets": [{"provider": "openai", "api_key": "sk-live", "custom_host": "https://h.example/v1?api_key=abc"}]}"#
+        }))
+        .unwrap();
+        let options = ExportOptions::default();
+        let mut builder = Builder::new(&options);
+        builder.config(&remote).unwrap();
+        assert!(
+            builder.export.files.is_empty(),
+            "{:?}",
+            builder.export.files
+        );
+        assert_eq!(
+            builder.export.skipped.len(),
+            1,
+            "{:?}",
+            builder.export.skipped
+        );
+        assert!(builder.export.skipped[0].starts_with("Config r: holds credentials in text"));
+    }
+
     #[test]
     fn values_aigw_substitutes_from_secrets_are_never_exported_whatever_their_key() {
         let remote: api::ConfigDetail = serde_json::from_value(serde_json::json!({
