@@ -462,6 +462,23 @@ impl<'o> Builder<'o> {
         workspace
     }
 
+    /// With [`ExportOptions::skip_managed`], true (and the object said skipped) when a live
+    /// resource manages the remote object of `kind` whose id is `id`. A builder asks first, so
+    /// that is the reason said for such an object, not another check's.
+    fn left_as_managed(&mut self, kind: &'static str, known_as: &str, id: &str) -> bool {
+        let live = self.options.live_names.as_ref();
+        let Some(manager) = live
+            .filter(|_| self.options.skip_managed)
+            .and_then(|live| live.manager(kind, id))
+        else {
+            return false;
+        };
+        self.export.skipped.push(format!(
+            "{kind} {known_as}: managed already by the {kind} {manager} of the cluster, which is its manifest (--skip-managed)"
+        ));
+        true
+    }
+
     /// The manifest's metadata for the remote object of `kind` whose id is `id`: a name made
     /// of `wanted` (or `fallback`) that no other manifest of the kind has and, with the cluster
     /// read, no live resource of the kind has where the manifest will be applied (applying it
@@ -476,19 +493,15 @@ impl<'o> Builder<'o> {
         fallback: &str,
         id: &str,
     ) -> Option<ObjectMeta> {
-        let live = self.options.live_names.as_ref();
-        let mut managed = None;
-        if let Some(manager) = live.and_then(|live| live.manager(kind, id)) {
-            // The slug (a workspace's and an MCP integration's fall back on their id).
-            let known_as = if fallback == id { wanted } else { fallback };
-            if self.options.skip_managed {
-                self.export.skipped.push(format!(
-                    "{kind} {known_as}: managed already by the {kind} {manager} of the cluster, which is its manifest (--skip-managed)"
-                ));
-                return None;
-            }
-            managed = Some(format!("{kind} {known_as} (by {kind} {manager})"));
+        // The slug (a workspace's and an MCP integration's fall back on their id).
+        let known_as = if fallback == id { wanted } else { fallback };
+        if self.left_as_managed(kind, known_as, id) {
+            return None;
         }
+        let live = self.options.live_names.as_ref();
+        let managed = live
+            .and_then(|live| live.manager(kind, id))
+            .map(|manager| format!("{kind} {known_as} (by {kind} {manager})"));
         let namespace = self.options.namespace.as_deref();
         let taken = |name: &str| live.is_some_and(|live| live.taken(kind, namespace, name));
         let base = kubernetes_name(wanted)
@@ -625,6 +638,9 @@ impl<'o> Builder<'o> {
     }
 
     fn deployment(&mut self, remote: &api::Deployment) -> Result<(), GitopsError> {
+        if self.left_as_managed("Deployment", &remote.slug, &remote.id) {
+            return Ok(());
+        }
         let what = format!("deployment {}", remote.id);
         if !self.free_of_secrets(
             what,
@@ -669,6 +685,9 @@ impl<'o> Builder<'o> {
         &mut self,
         remote: &api::GuardrailDetails,
     ) -> Result<(), GitopsError> {
+        if self.left_as_managed(G::REFERENCED_AS.kind(), &remote.slug, &remote.id) {
+            return Ok(());
+        }
         let mut document = crate::resources::guardrail::remote_document(remote);
         let live = self.options.live_secret_refs.get(&remote.slug);
         let what = format!("guardrail {}", remote.slug);
@@ -709,6 +728,9 @@ impl<'o> Builder<'o> {
 
     fn policy<P: Policy>(&mut self, remote: &P::Remote) -> Result<(), GitopsError> {
         let id = P::facts(remote).id.to_string();
+        if self.left_as_managed(P::RESOURCE, &format!("policy-{id}"), &id) {
+            return Ok(());
+        }
         let spec = match P::projected(remote) {
             Ok(spec) => spec,
             Err(why) => {
@@ -905,6 +927,43 @@ mod tests {
         let secret = serde_json::to_value(placeholder_secret("r-secrets", None, keys)).unwrap();
         assert_eq!(secret["kind"], "Secret");
         assert_eq!(secret["stringData"]["targets.0.api_key"], "");
+    }
+
+    /// With `--skip-managed`, a managed object is said skipped as managed, whatever else would
+    /// have left it out (here: inline secrets in a deployment's config).
+    #[test]
+    fn a_managed_object_is_said_skipped_as_managed_first() {
+        let remote: api::Deployment = serde_json::from_value(serde_json::json!({
+            "id": "d1", "name": "edge", "slug": "dp-edge", "type": "non_production",
+            "status": "active", "is_default": 0, "deployment_config": {"api_key": "sk-live"}
+        }))
+        .unwrap();
+        let mut live = LiveNames::default();
+        let at = LiveName {
+            namespace: Some("team-a".into()),
+            name: "gw".into(),
+        };
+        live.add("Deployment", at, Some("d1"));
+        let mut options = ExportOptions {
+            live_names: Some(live),
+            skip_managed: true,
+            ..Default::default()
+        };
+        let mut builder = Builder::new(&options);
+        builder.deployment(&remote).unwrap();
+        assert_eq!(
+            builder.export.skipped,
+            vec![
+                "Deployment dp-edge: managed already by the Deployment team-a/gw of the cluster, which is its manifest (--skip-managed)"
+            ]
+        );
+        // Without --skip-managed, the other reason stands.
+        options.skip_managed = false;
+        let mut builder = Builder::new(&options);
+        builder.deployment(&remote).unwrap();
+        assert_eq!(builder.export.skipped.len(), 1);
+        assert!(!builder.export.skipped[0].contains("managed already"));
+        assert!(builder.export.files.is_empty());
     }
 
     /// A config left out for credentials in text leaves out the placeholder Secret of its

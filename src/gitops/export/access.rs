@@ -76,6 +76,9 @@ pub(super) async fn export_providers(
 impl Builder<'_> {
     /// The provider as a Provider of `workspace` that adopts it by slug.
     fn provider(&mut self, remote: &api::Provider, workspace: &str) -> Result<(), GitopsError> {
+        if self.left_as_managed("Provider", &remote.slug, &remote.id) {
+            return Ok(());
+        }
         let Some(integration) = remote.integration_id.clone() else {
             self.export.skipped.push(format!(
                 "provider {}: its read names no integration",

@@ -60,6 +60,9 @@ impl Builder<'_> {
         remote: &api::McpIntegration,
         rows: &api::McpIntegrationWorkspaces,
     ) {
+        if self.left_as_managed("McpIntegration", &remote.slug, &remote.id) {
+            return;
+        }
         let (Some(auth), Some(transport)) = (
             auth_type(remote.auth_type.as_deref()),
             transport(remote.transport.as_deref()),
