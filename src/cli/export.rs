@@ -51,9 +51,8 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         }
     };
     // Which objects the cluster's resources manage already: said, or with --skip-managed left
-    // out.
-    // --skip-managed needs them; without it, what they would say is left unsaid when the
-    // cluster's resources cannot be listed (no right to list every kind, a kind not installed).
+    // out. Without --skip-managed, a cluster whose resources cannot be listed (no right to list
+    // every kind, a kind not installed) only leaves that unsaid.
     let live_names = match &live {
         Some(live) => match live_names(&live.client).await {
             Ok(names) => Some(names),

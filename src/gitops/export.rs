@@ -182,6 +182,26 @@ impl LiveRecord {
     }
 }
 
+/// Every `K` of the cluster, each read as `T` (the fields a reading tool needs of it). An
+/// object too deep to decode whole is read for those fields alone ([`Unreadable::part`]); one
+/// that does not read as `T` is left out. Neither fails the list.
+///
+/// [`Unreadable::part`]: crate::resources::readable::Unreadable::part
+async fn read_as<K, T>(kube: &kube::Client, what: &str) -> Result<Vec<T>, GitopsError>
+where
+    K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+    T: DeserializeOwned,
+{
+    let (objects, unreadable) = crate::resources::readable::list_readable::<K>(kube, None)
+        .await
+        .map_err(|e| GitopsError::kube(format!("failed to list {what}"), e))?;
+    let decoded = objects
+        .iter()
+        .filter_map(|object| serde_json::from_value(serde_json::to_value(object).ok()?).ok());
+    let read_in_part = unreadable.iter().filter_map(|u| u.part::<T>().ok());
+    Ok(decoded.chain(read_in_part).collect())
+}
+
 /// Every `K` of the cluster as a [`LiveRecord`]. An object too deep to decode whole is read
 /// for these fields alone ([`Unreadable::part`]): it does not fail the list.
 ///
@@ -193,16 +213,10 @@ pub async fn live_records<K>(
 where
     K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
-    let (objects, unreadable) = crate::resources::readable::list_readable::<K>(kube, None)
-        .await
-        .map_err(|e| GitopsError::kube(format!("failed to list {what}"), e))?;
-    let decoded = objects
-        .iter()
-        .filter_map(|object| serde_json::from_value(serde_json::to_value(object).ok()?).ok());
-    let read_in_part = unreadable.iter().filter_map(|u| u.part::<LiveRefs>().ok());
-    Ok(decoded
-        .chain(read_in_part)
-        .map(|found: LiveRefs| {
+    Ok(read_as::<K, LiveRefs>(kube, what)
+        .await?
+        .into_iter()
+        .map(|found| {
             let LiveRefs {
                 metadata,
                 spec,

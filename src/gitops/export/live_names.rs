@@ -1,11 +1,12 @@
 //! The live resources of a cluster, for an export read with a kubeconfig.
 //!
 //! An exported manifest adopts its remote object. An object a live resource manages already is
-//! left out of the export: a second resource adopting it would stall (`AlreadyManaged`), and
-//! one exported under the live resource's name would overwrite what that resource says (its
-//! Secrets, its management policy, its rotation) with what the API reads back. The live
-//! resource is that object's manifest. A name made up for any other object never reuses a live
-//! resource's name: applying it would change that resource instead of adding one.
+//! said (applied to that cluster, its manifest would be a second resource adopting it, which
+//! stalls `AlreadyManaged`), or with `--skip-managed` left out: the live resource is its
+//! manifest, and one exported under its name would overwrite what it says (its Secrets, its
+//! management policy, its rotation) with what the API reads back. A name made up for a manifest
+//! never reuses a live resource's name: applying it would change that resource instead of
+//! adding one.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -13,6 +14,7 @@ use std::fmt::Debug;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use super::read_as;
 use crate::gitops::GitopsError;
 use crate::resources::{
     ClusterGuardrail, Config, Deployment, Guardrail, Integration, McpIntegration, McpServer,
@@ -51,16 +53,13 @@ pub struct LiveNames {
 
 impl LiveNames {
     /// A live resource of `kind` whose status records the remote id `id`.
-    pub fn manager(&self, kind: &str, id: &str) -> Option<&LiveName> {
-        self.managers.get(&(kind_of(kind)?, id.to_string()))
+    pub fn manager(&self, kind: &'static str, id: &str) -> Option<&LiveName> {
+        self.managers.get(&(kind, id.to_string()))
     }
 
     /// True when a live resource of `kind` is called `name` in `namespace`: in any namespace
     /// when `namespace` is `None` (where kubectl applies it is not known).
-    pub fn taken(&self, kind: &str, namespace: Option<&str>, name: &str) -> bool {
-        let Some(kind) = kind_of(kind) else {
-            return false;
-        };
+    pub fn taken(&self, kind: &'static str, namespace: Option<&str>, name: &str) -> bool {
         let Some(namespaces) = self.taken.get(&(kind, name.to_string())) else {
             return false;
         };
@@ -90,25 +89,6 @@ impl LiveNames {
             })
             .or_insert(live);
     }
-}
-
-/// The kinds an export writes, by the name its manifests carry.
-const KINDS: [&str; 11] = [
-    "Config",
-    "Deployment",
-    "Guardrail",
-    "ClusterGuardrail",
-    "RateLimitsPolicy",
-    "UsageLimitsPolicy",
-    "Provider",
-    "Integration",
-    "McpIntegration",
-    "McpServer",
-    "Workspace",
-];
-
-fn kind_of(kind: &str) -> Option<&'static str> {
-    KINDS.iter().copied().find(|k| *k == kind)
 }
 
 /// What identifies a live resource and the remote object it manages.
@@ -158,14 +138,7 @@ async fn add_kind<K>(
 where
     K: kube::Resource<DynamicType = ()> + serde::Serialize + DeserializeOwned + Clone + Debug,
 {
-    let (objects, unreadable) = crate::resources::readable::list_readable::<K>(kube, None)
-        .await
-        .map_err(|e| GitopsError::kube(format!("failed to list {kind}s"), e))?;
-    let decoded = objects
-        .iter()
-        .filter_map(|object| serde_json::from_value(serde_json::to_value(object).ok()?).ok());
-    let read_in_part = unreadable.iter().filter_map(|u| u.part::<Identity>().ok());
-    for found in decoded.chain(read_in_part) {
+    for found in read_as::<K, Identity>(kube, &format!("{kind}s")).await? {
         let Identity { metadata, status } = found;
         let live = LiveName {
             namespace: metadata.namespace,

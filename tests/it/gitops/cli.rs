@@ -905,15 +905,14 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
 async fn export_says_what_the_cluster_manages_and_can_leave_it_and_its_names_alone() {
     let h = Harness::start("gitops-export-live").await;
     let document = json!({"retry": {"attempts": 2}});
+    // A config made outside aigw: its slug.
+    let made_outside = async |name: &str| {
+        let body = json!({"name": name, "config": document});
+        let made = h.call(Method::POST, "/ai_gw/v2/configs", Some(body)).await;
+        made["slug"].as_str().unwrap().to_string()
+    };
     // Made outside aigw, then adopted by a resource of another name.
-    let adopted = h
-        .call(
-            Method::POST,
-            "/ai_gw/v2/configs",
-            Some(json!({"name": "Chat Routing", "config": document})),
-        )
-        .await;
-    let adopted_slug = adopted["slug"].as_str().unwrap().to_string();
+    let adopted_slug = made_outside("Chat Routing").await;
     let spec = json!({"slug": adopted_slug, "name": "Chat Routing", "config": document,
         "deletionPolicy": "Orphan"});
     h.env
@@ -928,14 +927,7 @@ async fn export_says_what_the_cluster_manages_and_can_leave_it_and_its_names_alo
         .await;
     let billing_slug = h.env.ready_config_slug("chat-routing-eu", WAIT).await;
     // Made outside aigw, managed by nothing, with the name of the live resource above.
-    let fresh = h
-        .call(
-            Method::POST,
-            "/ai_gw/v2/configs",
-            Some(json!({"name": "Chat Routing EU", "config": document})),
-        )
-        .await;
-    let fresh_slug = fresh["slug"].as_str().unwrap().to_string();
+    let fresh_slug = made_outside("Chat Routing EU").await;
 
     let dir = tempfile::tempdir().unwrap();
     let token = token_file(dir.path(), TOKEN);
