@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 
 use aigw::resources::config_rollout::{
     ACTION_ANNOTATION, ConfigRollout, ConfigRolloutStatus, Phase,
@@ -99,10 +99,7 @@ async fn act(target: &Target, action: &str) -> anyhow::Result<()> {
     let patch = serde_json::json!({"metadata": {"annotations": {ACTION_ANNOTATION: action}}});
     api.patch(
         &target.name,
-        &PatchParams {
-            field_manager: Some("aigw-cli".to_string()),
-            ..PatchParams::default()
-        },
+        &aigw::controller::runtime::apiserver::written_by("aigw-cli"),
         &Patch::Merge(&patch),
     )
     .await

@@ -949,9 +949,8 @@ async fn write_status<K: Managed>(
 /// still fails a status apply ("field not declared in schema", [`Error::crd_outdated`]).
 pub(crate) fn own_write<K: Managed>() -> PatchParams {
     PatchParams {
-        field_manager: Some(K::manager()),
         field_validation: Some(kube::api::ValidationDirective::Ignore),
-        ..PatchParams::default()
+        ..crate::controller::runtime::apiserver::written_by(&K::manager())
     }
 }
 

@@ -25,6 +25,7 @@ use crate::controller::Context;
 use crate::controller::driver::gate::{list_client, tenant_id};
 use crate::controller::driver::status::{Outcome, record_outcome, worth_writing};
 use crate::controller::error::{Error, Halt, Wait};
+use crate::controller::runtime::apiserver::written_by;
 use crate::resources::api_key::ApiKey;
 use crate::resources::common::condition::READY;
 use crate::resources::common::find_condition;
@@ -41,14 +42,6 @@ use keys::{Keys, cohort_ids, names, stalled_key};
 const KIND: &str = "ConfigRollout";
 const MANAGER: &str = "aigw/configrollout";
 
-/// The parameters of this controller's merge patches (a rollout's finalizers, its keys'
-/// annotations): under its field manager.
-fn merge_params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(MANAGER.to_string()),
-        ..PatchParams::default()
-    }
-}
 /// How often a rollout looks again while keys move or traffic is awaited.
 const POLL: Duration = Duration::from_secs(2);
 
@@ -935,7 +928,7 @@ impl Run<'_> {
             serde_json::json!({"resourceVersion": self.version, "finalizers": finalizers});
         let patch = serde_json::json!({ "metadata": metadata });
         self.rollouts
-            .patch(&self.name, &merge_params(), &Patch::Merge(&patch))
+            .patch(&self.name, &written_by(MANAGER), &Patch::Merge(&patch))
             .await
     }
 

@@ -90,6 +90,16 @@ pub fn builder(
 /// write that names no field manager is recorded under its first word (`aigw`), not `unknown`.
 pub const USER_AGENT: &str = concat!("aigw/", env!("CARGO_PKG_VERSION"));
 
+/// The parameters of a patch that names `manager` as its field manager, so `managedFields`
+/// say which part of aigw wrote each field (a write naming none is recorded under the
+/// User-Agent's first word).
+pub fn written_by(manager: &str) -> kube::api::PatchParams {
+    kube::api::PatchParams {
+        field_manager: Some(manager.to_string()),
+        ..Default::default()
+    }
+}
+
 /// Adds [`USER_AGENT`] to the headers `config` sends, unless it has one of its own.
 fn identify(config: &mut kube::Config) {
     if !config

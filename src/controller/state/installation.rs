@@ -49,6 +49,7 @@ use kube::core::{Expression, Selector, SelectorExt};
 use kube::{Resource, ResourceExt};
 
 use crate::controller::error::{Error, Halt, Wait};
+use crate::controller::runtime::apiserver::written_by;
 use crate::controller::state::claim_guard::Guard;
 use crate::controller::state::claims::Claims;
 use crate::resources::common::FINALIZER;
@@ -324,7 +325,11 @@ where
             "status": {"installation": null},
         });
         let written = objects
-            .patch_status(&object.name_any(), &claim_params(), &Patch::Merge(&patch))
+            .patch_status(
+                &object.name_any(),
+                &written_by(RECORDER),
+                &Patch::Merge(&patch),
+            )
             .await;
         match claim_written(written, K::kind(&()).as_ref(), &object.name_any())? {
             Some(written) => version = written.meta().resource_version.clone(),
@@ -381,19 +386,9 @@ where
         "annotations": {ANNOTATION: value},
     }});
     let written = objects
-        .patch(&name, &claim_params(), &Patch::Merge(&patch))
+        .patch(&name, &written_by(RECORDER), &Patch::Merge(&patch))
         .await;
     claim_written(written, K::kind(&()).as_ref(), &name).map(|_| ())
-}
-
-/// The parameters of a claim's merge patches (taken, given back): under [`RECORDER`], the
-/// field manager of the claim's status apply, so `managedFields` names the claim's writer
-/// whichever kind it is on.
-fn claim_params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(RECORDER.to_string()),
-        ..PatchParams::default()
-    }
 }
 
 /// The answer to a write of a claim: the object as written, `None` when it is gone,

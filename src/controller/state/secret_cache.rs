@@ -62,7 +62,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
+use kube::api::{Api, PartialObjectMeta, Patch};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
@@ -427,10 +427,7 @@ impl SecretCache {
             return Ok(None);
         }
         let patch = serde_json::json!({"metadata": {"labels": {REFERENCED_LABEL: "true"}}});
-        let params = PatchParams {
-            field_manager: Some(LABELLER.to_string()),
-            ..PatchParams::default()
-        };
+        let params = crate::controller::runtime::apiserver::written_by(LABELLER);
         let patched = Api::<PartialObjectMeta<Secret>>::namespaced(ctx.kube.clone(), namespace)
             .patch_metadata(name, &params, &Patch::Merge(&patch))
             .await;

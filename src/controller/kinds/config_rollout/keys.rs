@@ -3,6 +3,8 @@
 //! keys' own reconciles apply.
 
 use kube::api::{ListParams, Patch};
+
+use crate::controller::runtime::apiserver::written_by;
 use kube::{Resource, ResourceExt};
 use tracing::debug;
 
@@ -81,7 +83,7 @@ impl Run<'_> {
                 },
             }});
             self.keys
-                .patch(name, &super::merge_params(), &Patch::Merge(&patch))
+                .patch(name, &written_by(super::MANAGER), &Patch::Merge(&patch))
                 .await
                 .map_err(|e| match e {
                     kube::Error::Api(s) if s.code == 409 => {
