@@ -195,11 +195,6 @@ impl Spread {
     }
 }
 
-fn free_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
-}
-
 fn http() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
@@ -211,6 +206,7 @@ fn http() -> reqwest::Client {
 struct Process {
     name: String,
     child: Child,
+    log: PathBuf,
 }
 
 impl Process {
@@ -226,7 +222,26 @@ impl Process {
         Self {
             name: name.to_string(),
             child,
+            log,
         }
+    }
+
+    /// The `addr` of the first JSON log line whose message is `message`: where a process
+    /// started on port 0 listens once it says so. The kernel picks a free port at the bind; a
+    /// port picked by the suite and handed over could be taken in between.
+    fn said_addr(&self, message: &str) -> Option<SocketAddr> {
+        let log = std::fs::read_to_string(&self.log).ok()?;
+        log.lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .find(|line| line["fields"]["message"] == message)?["fields"]["addr"]
+            .as_str()?
+            .parse()
+            .ok()
+    }
+
+    /// Where an operator serves `/metrics` and its probes, once it has bound the port.
+    fn probes_addr(&self) -> Option<SocketAddr> {
+        self.said_addr("serving /metrics, /healthz and /readyz")
     }
 
     fn exited(&mut self) -> bool {
@@ -283,13 +298,18 @@ struct Emulator {
 
 impl Emulator {
     async fn start(dir: &Path) -> Self {
-        let addr = free_port();
         let mut command = Command::new(env!("CARGO_BIN_EXE_aigw"));
         command
             .arg("emulator")
-            .args(["--listen", &addr.to_string(), "--token", TOKEN])
-            .env("RUST_LOG", "warn");
+            .args(["--listen", "127.0.0.1:0", "--token", TOKEN])
+            .env("AIGW_LOG_FORMAT", "json")
+            .env("RUST_LOG", "warn,aigw::cli::emulator=info");
         let process = Process::spawn("emulator", &mut command, dir);
+        let addr = wait_until(Duration::from_secs(30), || async {
+            process.said_addr("emulator listening")
+        })
+        .await
+        .expect("the emulator did not say where it listens within 30 s");
         let emulator = Self {
             _process: process,
             url: format!("http://{addr}"),
@@ -340,7 +360,7 @@ impl Emulator {
 /// The two (or, briefly, more) operator replicas; each victim is replaced by a fresh one. In
 /// the sharded mode, N (or, while one is added, N + 1) replicas with `--shards`.
 struct Replicas {
-    live: Vec<(Process, SocketAddr)>,
+    live: Vec<Process>,
     started: usize,
     /// The replicas that exited on their own, with why ([`exit_reason`]).
     exits: Vec<Exit>,
@@ -390,7 +410,6 @@ impl Replicas {
     fn start_one(&mut self) {
         self.started += 1;
         let name = format!("aigw-chaos-{:02}", self.started);
-        let metrics = free_port();
         let mut command = Command::new(env!("CARGO_BIN_EXE_aigw"));
         command
             .arg("operator")
@@ -403,7 +422,7 @@ impl Replicas {
                 &format!("aigw-test/env={}", self.namespace),
             ])
             .args(["--leader-election-namespace", &self.namespace])
-            .args(["--metrics-addr", &metrics.to_string()])
+            .args(["--metrics-addr", "127.0.0.1:0"])
             .args(["--drift-interval", "10s", "--concurrency", "8"])
             // The suite changes triggers every few seconds: no spacing between rotations.
             .args(["--rotation-spacing", "0s"])
@@ -426,7 +445,7 @@ impl Replicas {
             .env_remove("AIGW_LEADER_ELECT")
             .env_remove("POD_NAMESPACE");
         let process = Process::spawn(&name, &mut command, &self.dir);
-        self.live.push((process, metrics));
+        self.live.push(process);
     }
 
     /// Replaces replicas that exited on their own (a leader that cannot renew its lease while
@@ -434,7 +453,7 @@ impl Replicas {
     /// wanted) are always running.
     fn keep_up(&mut self) {
         let mut kept = Vec::new();
-        for (mut process, metrics) in std::mem::take(&mut self.live) {
+        for mut process in std::mem::take(&mut self.live) {
             if let Some(status) = process.exit_status() {
                 let log = std::fs::read_to_string(self.dir.join(format!("{}.log", process.name)));
                 self.exits.push(Exit {
@@ -442,7 +461,7 @@ impl Replicas {
                     reason: exit_reason(status, &log.unwrap_or_default()),
                 });
             } else {
-                kept.push((process, metrics));
+                kept.push(process);
             }
         }
         self.live = kept;
@@ -455,8 +474,11 @@ impl Replicas {
     async fn roles(&self) -> Vec<Option<(u16, String)>> {
         let client = http();
         let mut roles = Vec::new();
-        for (_, metrics) in &self.live {
-            roles.push(readyz(&client, *metrics).await);
+        for process in &self.live {
+            roles.push(match process.probes_addr() {
+                Some(addr) => readyz(&client, addr).await,
+                None => None,
+            });
         }
         roles
     }
@@ -508,8 +530,8 @@ impl Replicas {
     /// takes over, then resumes it (SIGCONT): it must send none of the writes it had queued,
     /// and it exits once it sees the lease gone (that exit is planned). Returns the pause.
     async fn pause_past_the_lease(&mut self, index: usize) -> (Timestamp, Timestamp) {
-        let pid = self.live[index].0.child.id().to_string();
-        let name = self.live[index].0.name.clone();
+        let pid = self.live[index].child.id().to_string();
+        let name = self.live[index].name.clone();
         let signal = |s: &str| {
             let status = Command::new("kill").args([s, &pid]).status().unwrap();
             assert!(status.success(), "kill {s} {name} failed");
@@ -519,7 +541,7 @@ impl Replicas {
         tokio::time::sleep(PAUSE).await;
         signal("-CONT");
         let resumed = Timestamp::now();
-        let (mut paused, _) = self.live.remove(index);
+        let mut paused = self.live.remove(index);
         let deadline = Instant::now() + TAKEOVER_TIMEOUT;
         while !paused.exited() {
             assert!(
@@ -535,7 +557,7 @@ impl Replicas {
     /// SIGKILLs the replica at `index`, starts its replacement, and returns how long it took
     /// until a live replica reported itself the leader.
     async fn kill_and_time_takeover(&mut self, index: usize) -> Duration {
-        let (mut victim, _) = self.live.remove(index);
+        let mut victim = self.live.remove(index);
         let killed_at = Instant::now();
         victim.child.kill().unwrap();
         victim.child.wait().unwrap();
@@ -952,7 +974,7 @@ async fn leader_round(round: Round<'_>, chaos: &mut Chaos, replicas: &mut Replic
     let alive = replicas
         .live
         .get_mut(leader)
-        .is_some_and(|(process, _)| !process.exited());
+        .is_some_and(|process| !process.exited());
     let leader = match alive {
         true => leader,
         false => replicas.sole_leader().await,

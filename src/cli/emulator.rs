@@ -49,12 +49,7 @@ pub struct EmulatorArgs {
 }
 
 pub async fn run(args: EmulatorArgs) -> anyhow::Result<()> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .try_init();
+    crate::cli::init_tracing();
     let token = match (args.token, args.token_file) {
         (Some(token), _) => token,
         (None, Some(path)) => std::fs::read_to_string(&path)

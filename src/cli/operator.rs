@@ -11,6 +11,7 @@ use aigw::controller::runtime::hash_key;
 use aigw::controller::runtime::leader::{self, Elector, LeaseSettings};
 use aigw::controller::state::claim_guard::ClaimMode;
 use aigw::controller::{self, Connections, Context, Leadership, Metrics, Settings};
+use anyhow::Context as _;
 use clap::builder::BoolishValueParser;
 
 // Two `mut_arg(…, boolish)` calls on different flags, which this lint misreads as repeats.
@@ -256,6 +257,12 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .check(args.api_timeout)
         .map_err(|e| anyhow::anyhow!("--longest-api-call: {e} (--api-timeout)"))?;
     check_lease_timing(&args)?;
+    // Bound first: the probes live on it, so an address already in use stops the process
+    // here (and Kubernetes restarts it) rather than leaving a replica that can never be ready.
+    let probes = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("--metrics-addr: cannot listen on {}", args.metrics_addr))?;
+    let probes_addr = probes.local_addr()?;
     let kube_config = kube::Config::infer().await?;
     let kube = apiserver::client(
         kube_config.clone(),
@@ -372,11 +379,11 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .with_leadership(leadership)
         .with_hash_key(hash_key);
     let ctx = Arc::new(ctx);
-    let metrics_addr = args.metrics_addr;
     let served = ctx.clone();
+    tracing::info!(addr = %probes_addr, "serving /metrics, /healthz and /readyz");
     tokio::spawn(async move {
-        if let Err(e) = controller::runtime::metrics::serve(metrics_addr, served).await {
-            tracing::error!(error = %e, addr = %metrics_addr, "metrics server failed");
+        if let Err(e) = controller::runtime::metrics::serve(probes, served).await {
+            tracing::error!(error = %e, addr = %probes_addr, "metrics server failed");
         }
     });
     match elector {

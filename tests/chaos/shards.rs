@@ -48,7 +48,7 @@ impl Replicas {
             self.keep_up();
             let roles = self.roles().await;
             let views = self.views().await;
-            let mut live: Vec<String> = self.live.iter().map(|(p, _)| p.name.clone()).collect();
+            let mut live: Vec<String> = self.live.iter().map(|p| p.name.clone()).collect();
             live.sort();
             let ready = roles
                 .iter()
@@ -96,7 +96,7 @@ impl Replicas {
     /// SIGKILLs a random replica (its Lease stays until it lapses) and starts its replacement;
     /// returns when it was killed and how long until the shares settled.
     async fn kill_one(&mut self) -> (Timestamp, Duration) {
-        let (mut victim, _) = self.live.remove(self.pick());
+        let mut victim = self.live.remove(self.pick());
         let (at, killed) = (Timestamp::now(), Instant::now());
         victim.child.kill().unwrap();
         victim.child.wait().unwrap();
@@ -115,7 +115,7 @@ impl Replicas {
     /// SIGTERMs a random replica, which must release its Lease and exit 0; returns from the
     /// signal until the shares settled, and what went wrong with the exit.
     async fn remove_one(&mut self) -> ((Timestamp, Timestamp), Option<String>) {
-        let (mut removed, _) = self.live.remove(self.pick());
+        let mut removed = self.live.remove(self.pick());
         self.wanted -= 1;
         let start = Timestamp::now();
         signal(&removed, "-TERM");
@@ -137,7 +137,7 @@ impl Replicas {
     /// renew deadline has passed) and exit. Returns from the SIGSTOP until it exited, and the
     /// replica's name when it kept running (it is SIGKILLed then).
     async fn pause_one(&mut self) -> ((Timestamp, Timestamp), Option<String>) {
-        let (mut paused, _) = self.live.remove(self.pick());
+        let mut paused = self.live.remove(self.pick());
         let stopped = Timestamp::now();
         signal(&paused, "-STOP");
         tokio::time::sleep(PAUSE).await;

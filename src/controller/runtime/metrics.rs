@@ -586,8 +586,10 @@ impl Metrics {
 
 /// Serves `/metrics` (the resource gauges counted from the watch caches at each scrape, see
 /// [`census`]), `/healthz` (503 while a watch stream keeps failing) and `/readyz` (200 once the
-/// caches are synced, leader or standby; the JSON body says which) until the process ends.
-pub async fn serve(addr: std::net::SocketAddr, ctx: Arc<Context>) -> std::io::Result<()> {
+/// caches are synced, leader or standby; the JSON body says which) on `listener`, bound by the
+/// caller so that an address already in use stops the operator before it starts, until the
+/// process ends.
+pub async fn serve(listener: tokio::net::TcpListener, ctx: Arc<Context>) -> std::io::Result<()> {
     use axum::routing::get;
     let (scraped, probed) = (ctx.clone(), ctx.clone());
     let app = axum::Router::new()
@@ -609,7 +611,6 @@ pub async fn serve(addr: std::net::SocketAddr, ctx: Arc<Context>) -> std::io::Re
             "/readyz",
             get(move || async move { readyz(&ctx.health, &ctx.leadership) }),
         );
-    let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(listener, app).await
 }
 

@@ -376,11 +376,6 @@ fn the_exposition_reader_takes_labels_whose_values_hold_braces_and_quotes() {
     assert_eq!(sample("aigw_leader 1"), ("aigw_leader".to_string(), vec![]));
 }
 
-fn free_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
-}
-
 async fn scrape(addr: SocketAddr) -> String {
     let response = reqwest::get(format!("http://{addr}/metrics"))
         .await
@@ -412,8 +407,9 @@ async fn scrape_until(addr: SocketAddr, expected: &[&str]) -> String {
 #[tokio::test]
 async fn metrics_count_stalled_resources_and_rotations_due_by_kind() {
     let h = Harness::start("monitoring").await;
-    let addr = free_port();
-    tokio::spawn(metrics::serve(addr, h.ctx.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(metrics::serve(listener, h.ctx.clone()));
 
     create::<Config>(&h.env, "mon-ready-cfg", routing("mon-ready-cfg")).await;
     // A blank name: refused before any call, Stalled until the spec changes.

@@ -1271,10 +1271,6 @@ impl OperatorProcess {
         let token_file = dir.join("token");
         std::fs::write(&token_file, TOKEN).unwrap();
         let kubeconfig = h.identity.kubeconfig_file(dir);
-        let metrics = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
         let mut command = support::cli::command();
         command
             .arg("operator")
@@ -1287,7 +1283,7 @@ impl OperatorProcess {
                 "--cluster-selector",
                 &format!("{CLUSTER_LABEL}={}", h.env.namespace),
             ])
-            .args(["--metrics-addr", &metrics.to_string()])
+            .args(["--metrics-addr", "127.0.0.1:0"])
             .arg("--leader-elect=false")
             // The harness's operator's installation, which recorded the keys.
             .args(["--installation-id", "aigw"])

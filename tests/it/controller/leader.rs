@@ -27,7 +27,7 @@ const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(60);
 pub(super) struct Operator {
     pub(super) name: String,
     process: support::cli::Process,
-    metrics: SocketAddr,
+    metrics: tokio::sync::OnceCell<SocketAddr>,
 }
 
 impl Operator {
@@ -57,7 +57,6 @@ impl Operator {
         dir: &Path,
         extra: &[&str],
     ) -> Self {
-        let metrics = free_port();
         let token_file = dir.join("token");
         std::fs::write(&token_file, TOKEN).unwrap();
         let mut command = support::cli::command();
@@ -71,7 +70,7 @@ impl Operator {
                 "--cluster-selector",
                 &format!("aigw-test/env={lease_namespace}"),
             ])
-            .args(["--metrics-addr", &metrics.to_string()])
+            .args(["--metrics-addr", "127.0.0.1:0"])
             .args(["--leader-election-namespace", lease_namespace])
             .args(extra)
             .env("KUBECONFIG", dir.join("kubeconfig"))
@@ -82,13 +81,21 @@ impl Operator {
         Self {
             name: name.to_string(),
             process: support::cli::Process::spawn(command, log),
-            metrics,
+            metrics: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// Where it serves its metrics and probes (the kernel's pick, read from its log).
+    async fn addr(&self) -> SocketAddr {
+        *self
+            .metrics
+            .get_or_init(|| self.process.probes_addr())
+            .await
     }
 
     /// `/readyz` as (HTTP status, role), or `None` while the process does not answer.
     pub(super) async fn readyz(&self) -> Option<(u16, String)> {
-        let response = reqwest::get(format!("http://{}/readyz", self.metrics))
+        let response = reqwest::get(format!("http://{}/readyz", self.addr().await))
             .await
             .ok()?;
         let status = response.status().as_u16();
@@ -112,14 +119,14 @@ impl Operator {
     }
 
     async fn healthz(&self) -> (u16, String) {
-        let response = reqwest::get(format!("http://{}/healthz", self.metrics))
+        let response = reqwest::get(format!("http://{}/healthz", self.addr().await))
             .await
             .unwrap();
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
     pub(super) async fn metrics(&self) -> String {
-        let base = format!("http://{}", self.metrics);
+        let base = format!("http://{}", self.addr().await);
         support::metrics_text(&base).await.unwrap()
     }
 
@@ -157,11 +164,6 @@ impl Operator {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-}
-
-fn free_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
 }
 
 /// The namespaces (the first `env`'s), the emulator and the chart's sharded RBAC (its
@@ -571,4 +573,25 @@ async fn a_replica_without_the_lease_restarts_no_workload() {
     restart_as(Leadership::always(), "2026-01-01T00:00:01Z").await;
     assert_eq!(rolled_at().await.as_deref(), Some("2026-01-01T00:00:01Z"));
     env.cleanup().await;
+}
+
+/// A replica whose probe address is taken stops at once, naming the flag, rather than running
+/// on without probes (never ready, its metrics lost) as it did when the server failed aside.
+#[test]
+fn an_operator_whose_probe_address_is_taken_stops_naming_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let output = support::cli::command()
+        .args(["operator", "--metrics-addr", &addr.to_string()])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("AIGW_LEADER_ELECT")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("--metrics-addr: cannot listen on {addr}"))
+            && stderr.contains("in use"),
+        "{stderr}"
+    );
 }

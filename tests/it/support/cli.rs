@@ -89,6 +89,25 @@ impl Process {
         Self { child, log }
     }
 
+    /// The address an `aigw operator` started with `--metrics-addr 127.0.0.1:0` serves its
+    /// metrics and probes on, read from its log once it says so. The kernel picks a free port
+    /// at the bind: a port picked by the test and handed over could be taken in between (by
+    /// another test's outgoing connection, for one).
+    pub async fn probes_addr(&self) -> std::net::SocketAddr {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if let Some(addr) = served_addr(&log) {
+                return addr;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the operator never said where it serves its probes:\n{log}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// Sends it `signal` (`-TERM`, `-KILL`, `-STOP`, …) with `kill`.
     pub fn signal(&self, signal: &str) {
         let pid = self.child.id().to_string();
@@ -98,6 +117,30 @@ impl Process {
             .unwrap();
         assert!(status.success(), "kill {signal} {pid} failed");
     }
+}
+
+/// The `addr` of the operator's "serving /metrics, …" line in `log` (text, colours or not).
+fn served_addr(log: &str) -> Option<std::net::SocketAddr> {
+    let line = log
+        .lines()
+        .find(|l| l.contains("serving /metrics, /healthz and /readyz"))?;
+    let plain = strip_colours(line);
+    let value = plain.split_once("addr=")?.1;
+    value.split_whitespace().next()?.parse().ok()
+}
+
+/// `text` without its ANSI colour sequences (`ESC [ … m`).
+fn strip_colours(text: &str) -> String {
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|&c| c == 'm');
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
 }
 
 impl Drop for Process {
