@@ -533,18 +533,17 @@ async fn faults_apply_to_api_keys_as_to_every_route() {
 /// works right after it and stops within seconds, and the receipt says when.
 #[tokio::test]
 async fn the_min_key_transition_flag_caps_transitions() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-        .args(["emulator", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--token", TOKEN, "--min-key-transition", "2s"])
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start aigw emulator");
-    let base = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = support::cli::command();
+    command.args(["emulator", "--listen", "127.0.0.1:0"]).args([
+        "--token",
+        TOKEN,
+        "--min-key-transition",
+        "2s",
+    ]);
+    // Killed when dropped; the kernel picks the port, the log says which.
+    let emulator = support::cli::Process::spawn(command, dir.path().join("emulator.log"));
+    let base = format!("http://{}", emulator.said_addr("emulator listening").await);
     let http = reqwest::Client::new();
     let call = |method: Method, path: &str, body: Value| {
         http.request(method, format!("{base}{path}"))
@@ -597,6 +596,5 @@ async fn the_min_key_transition_flag_caps_transitions() {
         "the old key still works after its capped transition"
     );
     assert_eq!(handshake(text(&rotated["key"])).await, StatusCode::OK);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(emulator);
 }

@@ -68,8 +68,8 @@ pub fn command() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
 }
 
-/// A process of the built `aigw` (an `aigw operator`), its stdout and stderr in `log`: killed
-/// when dropped, its log printed if the test panics.
+/// A process of the built `aigw` (an operator, an emulator), its stdout and stderr in `log`:
+/// killed when dropped, its log printed if the test panics.
 pub struct Process {
     pub child: std::process::Child,
     pub log: std::path::PathBuf,
@@ -85,7 +85,7 @@ impl Process {
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(std::fs::File::options().append(true).open(&log).unwrap())
             .spawn()
-            .expect("failed to start aigw operator");
+            .expect("failed to start aigw");
         Self { child, log }
     }
 
@@ -94,15 +94,22 @@ impl Process {
     /// at the bind: a port picked by the test and handed over could be taken in between (by
     /// another test's outgoing connection, for one).
     pub async fn probes_addr(&self) -> std::net::SocketAddr {
+        self.said_addr("serving /metrics, /healthz and /readyz")
+            .await
+    }
+
+    /// The `addr` of the first log line that says `message`, once there is one: where an
+    /// `aigw` started on port 0 listens.
+    pub async fn said_addr(&self, message: &str) -> std::net::SocketAddr {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
             let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            if let Some(addr) = served_addr(&log) {
+            if let Some(addr) = addr_in(&log, message) {
                 return addr;
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "the operator never said where it serves its probes:\n{log}"
+                "no log line says {message:?} with its addr:\n{log}"
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
@@ -119,11 +126,9 @@ impl Process {
     }
 }
 
-/// The `addr` of the operator's "serving /metrics, …" line in `log` (text, colours or not).
-fn served_addr(log: &str) -> Option<std::net::SocketAddr> {
-    let line = log
-        .lines()
-        .find(|l| l.contains("serving /metrics, /healthz and /readyz"))?;
+/// The `addr` of the first line of `log` (text, colours or not) that says `message`.
+fn addr_in(log: &str, message: &str) -> Option<std::net::SocketAddr> {
+    let line = log.lines().find(|l| l.contains(message))?;
     let plain = strip_colours(line);
     let value = plain.split_once("addr=")?.1;
     value.split_whitespace().next()?.parse().ok()
