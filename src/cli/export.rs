@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use aigw::gitops::export::{ExportOptions, export, live_names, live_secret_refs};
+use aigw::gitops::export::{ExportOptions, add_secret_names, export, live_names, live_secret_refs};
 use aigw::gitops::validate::{counted, dns1123_label};
 
 use super::plan::{TargetArgs, client, live};
@@ -53,12 +53,12 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
     // Which objects the cluster's resources manage already: said, or with --skip-managed left
     // out. Without --skip-managed, a cluster whose resources cannot be listed (no right to list
     // every kind, a kind not installed) only leaves that unsaid.
-    let live_names = match &live {
+    let mut live_names = match &live {
         Some(live) => match live_names(&live.client).await {
             Ok(names) => Some(names),
             Err(e) if !args.skip_managed => {
                 eprintln!(
-                    "warning: {e}: which objects the cluster's resources manage already is not said, and manifests may take their names"
+                    "warning: {e}: which objects the cluster's resources manage already is not said, and manifests (placeholder Secrets too) may take their names"
                 );
                 None
             }
@@ -66,6 +66,15 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         },
         None => None,
     };
+    // No placeholder Secret takes a live Secret's name: applied, its empty values would
+    // overwrite what that Secret holds. Only the names are listed, never a value.
+    if let (Some(live), Some(names)) = (&live, &mut live_names)
+        && let Err(e) = add_secret_names(&live.client, names).await
+    {
+        eprintln!(
+            "warning: {e}: placeholder Secrets (NAME-secrets, NAME-upstream) are not checked against the cluster's Secrets; applied over one of the same name, their empty values would overwrite it, so check their names before applying"
+        );
+    }
     let options = ExportOptions {
         namespace: args.namespace.clone(),
         workspace_id: args.workspace_id.clone(),

@@ -33,7 +33,7 @@ mod mcp_integrations;
 mod mcp_servers;
 mod workspaces;
 
-pub use live_names::{LiveName, LiveNames, live_names};
+pub use live_names::{LiveName, LiveNames, add_secret_names, live_names};
 
 /// What to export and where the manifests go.
 #[derive(Debug, Clone, Default)]
@@ -63,7 +63,8 @@ pub struct ExportOptions {
     pub live_recorded: Option<HashSet<String>>,
     /// The live resources of the cluster (`None`: it was not read): an object one of them
     /// manages is listed in [`Export::managed`], and no manifest takes a live resource's name
-    /// ([`LiveNames`]).
+    /// ([`LiveNames`]), nor a placeholder Secret a live Secret's (once [`add_secret_names`]
+    /// added them).
     pub live_names: Option<LiveNames>,
     /// Leaves out each object a live resource manages (said skipped): for an export to be
     /// applied to the cluster it read.
@@ -521,13 +522,7 @@ impl<'o> Builder<'o> {
         let base = kubernetes_name(wanted)
             .or_else(|| kubernetes_name(fallback))
             .unwrap_or_else(|| kind.to_ascii_lowercase());
-        let mut name = base.clone();
-        let mut n = 2;
-        while taken(&name) || !self.used.insert((kind, name.clone())) {
-            let suffix = format!("-{n}");
-            name = format!("{}{suffix}", truncate(&base, 63 - suffix.len()));
-            n += 1;
-        }
+        let name = self.unique_name(kind, &base, 63, taken);
         if let Some(managed) = managed {
             self.managed_by.insert((kind, name.clone()), managed);
         }
@@ -536,6 +531,35 @@ impl<'o> Builder<'o> {
             namespace: self.options.namespace.clone(),
             ..Default::default()
         })
+    }
+
+    /// `base`, or `base-2`, `base-3` … (at most `max` bytes): the first that `taken` refuses
+    /// and no other manifest of `kind` has; reserved for this one.
+    fn unique_name(
+        &mut self,
+        kind: &'static str,
+        base: &str,
+        max: usize,
+        taken: impl Fn(&str) -> bool,
+    ) -> String {
+        let mut name = base.to_string();
+        let mut n = 2;
+        while taken(&name) || !self.used.insert((kind, name.clone())) {
+            let suffix = format!("-{n}");
+            name = format!("{}{suffix}", truncate(base, max - suffix.len()));
+            n += 1;
+        }
+        name
+    }
+
+    /// The name of the placeholder Secret `base` (`NAME-secrets`, `NAME-upstream`) to be
+    /// applied into `namespace` (`None`: not known, so any): one no live Secret has there, with
+    /// the cluster read. Applied over a live Secret, its empty values would overwrite what
+    /// that Secret holds.
+    fn placeholder_name(&mut self, base: &str, namespace: Option<&str>) -> String {
+        let live = self.options.live_names.as_ref();
+        let taken = |name: &str| live.is_some_and(|live| live.taken("Secret", namespace, name));
+        self.unique_name("Secret", base, 253, taken)
     }
 
     /// False (and the object recorded as skipped) when `document` holds inline secrets: they
@@ -618,7 +642,8 @@ impl<'o> Builder<'o> {
             spec.config = map.into();
         }
         let name = metadata.name.clone().unwrap_or_default();
-        let secret = format!("{}-secrets", truncate(&name, 253 - "-secrets".len()));
+        let namespace = metadata.namespace.clone();
+        let secret = self.placeholder_name(&format!("{name}-secrets"), namespace.as_deref());
         let keys = move_secrets_out(&mut spec, &secret);
         let object = Config {
             metadata,
@@ -1004,6 +1029,49 @@ mod tests {
             builder.export.skipped
         );
         assert!(builder.export.skipped[0].starts_with("Config r: holds credentials in text"));
+    }
+
+    /// A placeholder Secret never takes the name of a live Secret where it will be applied:
+    /// applied, its empty values would overwrite that Secret's. The Config names the one
+    /// written.
+    #[test]
+    fn a_placeholder_secret_does_not_take_a_live_secrets_name() {
+        let remote: api::ConfigDetail = serde_json::from_value(serde_json::json!({
+            "id": "id-1", "slug": "pc-1", "name": "r", "status": "active",
+            "config": r#"{"targets": [{"provider": "openai", "api_key": "sk-live"}]}"#
+        }))
+        .unwrap();
+        let secret_of = |namespace: Option<&str>| {
+            let mut live = LiveNames::default();
+            let name = LiveName {
+                namespace: namespace.map(str::to_string),
+                name: "r-secrets".into(),
+            };
+            live.add("Secret", name, None);
+            let options = ExportOptions {
+                namespace: Some("team-a".into()),
+                live_names: Some(live),
+                ..Default::default()
+            };
+            let mut builder = Builder::new(&options);
+            builder.config(&remote).unwrap();
+            let names: Vec<String> = builder
+                .export
+                .files
+                .iter()
+                .map(|f| f.name.clone())
+                .collect();
+            let config = &builder.export.files[0].content;
+            (names, config.contains("name: r-secrets-2"))
+        };
+        // A Secret of that name where the export goes: the placeholder is another.
+        let (files, renamed) = secret_of(Some("team-a"));
+        assert_eq!(files, ["config-r.yaml", "secret-r-secrets-2.yaml"]);
+        assert!(renamed, "the Config names the Secret written");
+        // In another namespace only: the name is free.
+        let (files, renamed) = secret_of(Some("team-b"));
+        assert_eq!(files, ["config-r.yaml", "secret-r-secrets.yaml"]);
+        assert!(!renamed);
     }
 
     #[test]

@@ -126,10 +126,8 @@ impl Builder<'_> {
         };
         metadata.namespace = None;
         let name = metadata.name.clone().unwrap_or_default();
-        let secret = format!(
-            "{}-upstream",
-            super::truncate(&name, 253 - "-upstream".len())
-        );
+        // Applied into the operator's namespace for Connection Secrets, which is not known here.
+        let secret = self.placeholder_name(&format!("{name}-upstream"), None);
         let mut keys = Vec::new();
         let key_secret_ref = remote.masked_key.as_ref().map(|_| {
             keys.push(KEY.to_string());

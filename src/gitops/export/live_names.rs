@@ -6,7 +6,8 @@
 //! manifest, and one exported under its name would overwrite what it says (its Secrets, its
 //! management policy, its rotation) with what the API reads back. A name made up for a manifest
 //! never reuses a live resource's name: applying it would change that resource instead of
-//! adding one.
+//! adding one. Nor does a placeholder Secret take a live Secret's name: applied, its empty
+//! values would overwrite what that Secret holds.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -110,6 +111,27 @@ struct IdentityMeta {
 #[serde(default)]
 struct IdentityStatus {
     id: Option<String>,
+}
+
+/// The names of the cluster's Secrets, in every namespace (their metadata only: no value is
+/// read), as kind `Secret`, so that no placeholder Secret takes one.
+pub async fn add_secret_names(
+    kube: &kube::Client,
+    names: &mut LiveNames,
+) -> Result<(), GitopsError> {
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::all(kube.clone());
+    let listed = secrets
+        .list_metadata(&Default::default())
+        .await
+        .map_err(|e| GitopsError::kube("failed to list the names of Secrets".to_string(), e))?;
+    for secret in listed.items {
+        let live = LiveName {
+            namespace: secret.metadata.namespace,
+            name: secret.metadata.name.unwrap_or_default(),
+        };
+        names.add("Secret", live, None);
+    }
+    Ok(())
 }
 
 /// Every live resource of the kinds an export writes. A resource too deep to decode whole is

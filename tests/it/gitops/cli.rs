@@ -1021,6 +1021,63 @@ async fn export_says_what_the_cluster_manages_and_can_leave_it_and_its_names_alo
     h.stop().await;
 }
 
+/// A placeholder Secret never takes the name of a live Secret where it will be applied:
+/// applied, its empty values would overwrite what that Secret holds. Export lists only the
+/// Secrets' names; without `--kubeconfig` it cannot know, and the placeholder keeps its name.
+#[tokio::test]
+async fn export_names_no_placeholder_secret_after_a_live_secret() {
+    let h = Harness::start("gitops-export-secret-names").await;
+    let document = json!({"targets": [{"provider": "openai", "api_key": "sk-export-names-1"}]});
+    let body = json!({"name": "Billing Routing", "config": document});
+    h.call(Method::POST, "/ai_gw/v2/configs", Some(body)).await;
+    // Another team's Secret, called what the placeholder would be.
+    h.env
+        .create_from::<Secret>(json!({
+            "metadata": {"name": "billing-routing-secrets"},
+            "stringData": {"password": "kept-export-names-1"}
+        }))
+        .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), TOKEN);
+    let url = h.emulator.management_url();
+    let kubeconfig = support::kubeconfig_path().display().to_string();
+    let namespace = h.env.namespace.clone();
+    let export = async |out: &str, read_cluster: bool| {
+        let mut export = vec!["export", "--out", out, "--namespace", &namespace];
+        if read_cluster {
+            export.extend(["--kubeconfig", kubeconfig.as_str()]);
+        }
+        let report = exited(&aigw_async(connected(&export, &url, &token)).await, 0);
+        assert!(!report.contains("kept-export-names-1"), "{report}");
+        let config = std::fs::read_to_string(Path::new(out).join("config-billing-routing.yaml"));
+        let exists = |file: &str| Path::new(out).join(file).exists();
+        (
+            config.unwrap(),
+            exists("secret-billing-routing-secrets.yaml"),
+            exists("secret-billing-routing-secrets-2.yaml"),
+        )
+    };
+    let read = dir.path().join("read");
+    let (config, same, other) = export(read.to_str().unwrap(), true).await;
+    assert!(!same && other, "the placeholder takes another name");
+    assert!(
+        config.contains("name: billing-routing-secrets-2"),
+        "{config}"
+    );
+    let blind = dir.path().join("blind");
+    let (config, same, other) = export(blind.to_str().unwrap(), false).await;
+    assert!(
+        same && !other,
+        "without the cluster the name is not checked"
+    );
+    assert!(
+        config.contains("name: billing-routing-secrets\n"),
+        "{config}"
+    );
+    h.stop().await;
+}
+
 /// camelCase credential keys (as guardrail plugins spell them) are refused in plain text like
 /// snake_case ones, by the document check (review F14: both were accepted), which names the
 /// exact path (admission refuses them by the kind's policy; the CRD has no rule for them).
