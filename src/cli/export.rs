@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use aigw::gitops::export::{ExportOptions, add_secret_names, export, live_names, live_secret_refs};
 use aigw::gitops::validate::{counted, dns1123_label};
 
-use super::plan::{TargetArgs, client, live};
+use super::plan::{TargetArgs, client, connection_name, live};
 
 #[derive(clap::Args)]
 pub struct ExportArgs {
@@ -84,6 +84,8 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         live_recorded: live.as_ref().map(|_| live_secret_refs.recorded),
         live_names,
         skip_managed: args.skip_managed,
+        // Applied, the manifests reach the tenant they were read from.
+        connection: connection_name(&args.target)?,
     };
     let exported = export(&api, &options).await?;
     exported.write(&args.out)?;

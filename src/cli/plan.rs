@@ -118,6 +118,28 @@ pub(crate) async fn live(path: &Path) -> anyhow::Result<Live> {
     })
 }
 
+/// The `Connection` manifest at `path` (`--connection`).
+fn connection_file(path: &std::path::Path) -> anyhow::Result<Connection> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("failed to read {}", path.display()))?;
+    serde_yaml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not a Connection manifest: {}",
+            path.display(),
+            without_decoded_values(&e.to_string())
+        )
+    })
+}
+
+/// The name of the Connection `--connection` names (`None` without it: the connection flags
+/// define one that has no name in the cluster).
+pub(crate) fn connection_name(target: &TargetArgs) -> anyhow::Result<Option<String>> {
+    let Some(path) = &target.connection_file else {
+        return Ok(None);
+    };
+    Ok(connection_file(path)?.metadata.name)
+}
+
 /// The API client: from `--connection FILE` when given, else from the connection flags.
 ///
 /// A `--connection` file names the Connection; it never decides where credentials go. With
@@ -128,15 +150,7 @@ pub(crate) async fn client(target: &TargetArgs, live: Option<&Live>) -> anyhow::
     let Some(path) = &target.connection_file else {
         return connect(&target.connection);
     };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("failed to read {}", path.display()))?;
-    let file: Connection = serde_yaml::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "{} is not a Connection manifest: {}",
-            path.display(),
-            without_decoded_values(&e.to_string())
-        )
-    })?;
+    let file = connection_file(path)?;
     let token_file = target.connection.token_file.is_some();
     if token_file && target.connection.management_url.is_none() {
         // The token goes only where the command line says, never where a manifest says.

@@ -69,6 +69,10 @@ pub struct ExportOptions {
     /// Leaves out each object a live resource manages (said skipped): for an export to be
     /// applied to the cluster it read.
     pub skip_managed: bool,
+    /// The Connection the tenant was read through (`--connection`): every manifest names it in
+    /// `spec.connectionRef`, so that applied it reaches that tenant. `None` (or `default`):
+    /// none is named, and the manifests go through `default`.
+    pub connection: Option<String>,
 }
 
 /// What [`live_secret_refs`] found: the `spec.secretRefs` of the live resources, and what to
@@ -816,7 +820,13 @@ impl<'o> Builder<'o> {
             self.managed_by.remove(&(kind, name));
             return Ok(false);
         }
-        let yaml = serde_yaml::to_string(object).map_err(|e| GitopsError::Render {
+        let connection = self.options.connection.as_deref();
+        let rendered = match connection.filter(|c| *c != "default" && kind != "Secret") {
+            Some(connection) => naming_connection(object, connection)
+                .and_then(|value| serde_yaml::to_string(&value)),
+            None => serde_yaml::to_string(object),
+        };
+        let yaml = rendered.map_err(|e| GitopsError::Render {
             what: format!("{kind} {name}"),
             message: e.to_string(),
         })?;
@@ -848,6 +858,40 @@ impl<'o> Builder<'o> {
         });
         Ok(self.export)
     }
+}
+
+/// `object` with `spec.connectionRef` naming `connection`, where the block of managed fields
+/// puts it: after `spec.managementPolicy` (which every exported kind writes), the other keys
+/// in their order.
+fn naming_connection<T: Serialize>(
+    object: &T,
+    connection: &str,
+) -> Result<serde_yaml::Value, serde_yaml::Error> {
+    use serde_yaml::{Mapping, Value};
+    let mut value = serde_yaml::to_value(object)?;
+    let Some(spec) = value.get_mut("spec").and_then(Value::as_mapping_mut) else {
+        return Ok(value);
+    };
+    let reference = || {
+        let mut reference = Mapping::new();
+        reference.insert("name".into(), connection.into());
+        Value::Mapping(reference)
+    };
+    let mut named = Mapping::new();
+    for (key, field) in std::mem::take(spec) {
+        let after = key.as_str() == Some("managementPolicy");
+        if key.as_str() != Some("connectionRef") {
+            named.insert(key, field);
+        }
+        if after {
+            named.insert("connectionRef".into(), reference());
+        }
+    }
+    if !named.contains_key("connectionRef") {
+        named.insert("connectionRef".into(), reference());
+    }
+    *spec = named;
+    Ok(value)
 }
 
 /// Takes every secret-looking value out of `spec.config` (and every URL with userinfo, such as

@@ -113,8 +113,10 @@ struct IdentityStatus {
     id: Option<String>,
 }
 
-/// The names of the cluster's Secrets, in every namespace (their metadata only: no value is
-/// read), as kind `Secret`, so that no placeholder Secret takes one.
+/// The names of the cluster's Secrets, in every namespace, as kind `Secret`, so that no
+/// placeholder Secret takes one. Their metadata is listed, not their data, and only names and
+/// namespaces are kept (an annotation such as kubectl's last applied configuration may quote
+/// a value: it is dropped unread).
 pub async fn add_secret_names(
     kube: &kube::Client,
     names: &mut LiveNames,

@@ -1078,6 +1078,68 @@ async fn export_names_no_placeholder_secret_after_a_live_secret() {
     h.stop().await;
 }
 
+/// Exported through `--connection FILE`, every manifest names that Connection, so that applied
+/// it reaches the tenant it was read from rather than `default`'s. Its placeholder Secret names
+/// none (a Secret has no such field), and an export through `default` names none either.
+#[tokio::test]
+async fn export_through_a_connection_names_it_in_every_manifest() {
+    let (_emulator, remote) = Remote::spawn().await;
+    let document = json!({"targets": [{"provider": "openai", "api_key": "sk-export-conn-1"}]});
+    let body = json!({"name": "Billing Routing", "config": document});
+    remote.call(Method::POST, "/ai_gw/v2/configs", body).await;
+    let body = json!({"name": "edge-eu", "type": "production",
+        "auth_settings": {"gateway_base_url": "https://gw.eu", "workspaces_allowed": ["ws-1"]}});
+    remote
+        .call(Method::POST, "/ai_gw/admin/v2/deployments", body)
+        .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), TOKEN);
+    let export = async |name: &str| {
+        // Its URLs are never used with --token-file: the token goes to --management-url only.
+        let manifest = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+            "metadata": {"name": name}, "spec": {"managementUrl": "https://unused.example",
+            "auth": {"bearerToken": {"secretRef": {"namespace": "aigw-system", "name": "t", "key": "token"}}}}});
+        let file = dir.path().join(format!("connection-{name}.yaml"));
+        std::fs::write(&file, serde_json::to_string(&manifest).unwrap()).unwrap();
+        let out = dir.path().join(name);
+        let out = out.to_str().unwrap();
+        let file = file.to_str().unwrap();
+        let export = ["export", "--out", out, "--connection", file];
+        exited(
+            &aigw_async(connected(&export, &remote.url, &token)).await,
+            0,
+        );
+        let read = |file: &str| std::fs::read_to_string(Path::new(out).join(file)).unwrap();
+        (
+            read("config-billing-routing.yaml"),
+            read("deployment-edge-eu.yaml"),
+            read("secret-billing-routing-secrets.yaml"),
+        )
+    };
+    let (config, deployment, secret) = export("prod-eu").await;
+    for manifest in [&config, &deployment] {
+        assert!(
+            manifest.contains("  managementPolicy: Full\n  connectionRef:\n    name: prod-eu\n"),
+            "{manifest}"
+        );
+        let parsed: Value = serde_yaml::from_str(manifest).unwrap();
+        assert_eq!(parsed["spec"]["connectionRef"], json!({"name": "prod-eu"}));
+    }
+    let config: Config = serde_yaml::from_str(&config).unwrap();
+    assert_eq!(config.spec.connection_name(), "prod-eu");
+    assert!(!secret.contains("connectionRef"), "{secret}");
+    let out = aigw_async(args(&[
+        "validate",
+        "-f",
+        dir.path().join("prod-eu").to_str().unwrap(),
+    ]));
+    exited(&out.await, 0);
+
+    let (config, deployment, _) = export("default").await;
+    assert!(!config.contains("connectionRef") && !deployment.contains("connectionRef"));
+}
+
 /// camelCase credential keys (as guardrail plugins spell them) are refused in plain text like
 /// snake_case ones, by the document check (review F14: both were accepted), which names the
 /// exact path (admission refuses them by the kind's policy; the CRD has no rule for them).
