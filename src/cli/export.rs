@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use aigw::gitops::GitopsError;
 use aigw::gitops::export::{ExportOptions, add_secret_names, export, live_names, live_secret_refs};
 use aigw::gitops::validate::{counted, dns1123_label};
 
@@ -33,6 +34,8 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
     if let Some(ns) = &args.namespace {
         dns1123_label(ns).map_err(|why| anyhow::anyhow!("--namespace {ns:?}: {why}"))?;
     }
+    // Applied, the manifests reach the tenant they were read from.
+    let connection = connection_name(&args.target)?;
     let live = match &args.target.kubeconfig {
         Some(path) => Some(live(path).await?),
         None => None,
@@ -58,21 +61,29 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
             Ok(names) => Some(names),
             Err(e) if !args.skip_managed => {
                 eprintln!(
-                    "warning: {e}: which objects the cluster's resources manage already is not said, and manifests (placeholder Secrets too) may take their names"
+                    "warning: {}: which objects the cluster's resources manage already is not said, and manifests may take their names",
+                    with_cause(&e)
                 );
-                None
+                // Still read for the Secrets' names below.
+                Some(Default::default())
             }
             Err(e) => return Err(e.into()),
         },
         None => None,
     };
-    // No placeholder Secret takes a live Secret's name: applied, its empty values would
-    // overwrite what that Secret holds. Only the names are listed, never a value.
+    // No Secret an export names (a placeholder, a Deployment's credentials) takes a live
+    // Secret's name: applied, a placeholder's empty values would overwrite what that Secret
+    // holds. Only names are kept, never a value. With --skip-managed (an export for the cluster
+    // it read) a failed list stops the export, as a failed list of the kinds does.
     if let (Some(live), Some(names)) = (&live, &mut live_names)
         && let Err(e) = add_secret_names(&live.client, names).await
     {
+        if args.skip_managed {
+            return Err(e.into());
+        }
         eprintln!(
-            "warning: {e}: placeholder Secrets (NAME-secrets, NAME-upstream) are not checked against the cluster's Secrets; applied over one of the same name, their empty values would overwrite it, so check their names before applying"
+            "warning: {}: the Secrets the manifests name (NAME-secrets, NAME-upstream, NAME-credentials) are not checked against the cluster's; applied over one of the same name, a placeholder's empty values would overwrite it, so check their names before applying",
+            with_cause(&e)
         );
     }
     let options = ExportOptions {
@@ -84,8 +95,7 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         live_recorded: live.as_ref().map(|_| live_secret_refs.recorded),
         live_names,
         skip_managed: args.skip_managed,
-        // Applied, the manifests reach the tenant they were read from.
-        connection: connection_name(&args.target)?,
+        connection,
     };
     let exported = export(&api, &options).await?;
     exported.write(&args.out)?;
@@ -120,4 +130,17 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         args.out.display(),
         exported.files.len()
     ))
+}
+
+/// `e` with the apiserver's reason (a refusal's message: `… is forbidden: User … cannot list
+/// …`), which names resources and users, never a value.
+fn with_cause(e: &GitopsError) -> String {
+    match e {
+        GitopsError::Kube {
+            what,
+            source: kube::Error::Api(status),
+        } => format!("{what}: {}", status.message),
+        GitopsError::Kube { what, source } => format!("{what}: {source}"),
+        other => other.to_string(),
+    }
 }

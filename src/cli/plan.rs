@@ -137,7 +137,12 @@ pub(crate) fn connection_name(target: &TargetArgs) -> anyhow::Result<Option<Stri
     let Some(path) = &target.connection_file else {
         return Ok(None);
     };
-    Ok(connection_file(path)?.metadata.name)
+    // What the manifests will name must be a Connection's name, or they would go to
+    // `default` (none) or be refused at admission.
+    let name = connection_file(path)?.metadata.name.unwrap_or_default();
+    aigw::gitops::validate::dns1123_subdomain(&name)
+        .map_err(|why| anyhow::anyhow!("{}: metadata.name {name:?}: {why}", path.display()))?;
+    Ok(Some(name))
 }
 
 /// The API client: from `--connection FILE` when given, else from the connection flags.

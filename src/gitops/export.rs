@@ -292,6 +292,26 @@ fn take_live_secrets(
     kept
 }
 
+/// The header lines of a manifest whose `secretRefs` were copied from its live resource (empty
+/// when none were): the Secrets it names must exist where it is applied, holding what the live
+/// resource's hold. Another namespace's Secret of the same name would be sent in their place.
+fn borrowed_secrets(refs: &[ConfigSecretRef]) -> String {
+    let mut names: Vec<&str> = refs
+        .iter()
+        .map(|r| r.secret_key_ref.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.is_empty() {
+        return String::new();
+    }
+    format!(
+        "# It takes values from Secret {}, as its live resource does: where it is applied, a\n\
+         # Secret of each name must hold what the live one holds, or its values are sent instead.\n",
+        names.join(", ")
+    )
+}
+
 /// One file of the export.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExportFile {
@@ -556,10 +576,12 @@ impl<'o> Builder<'o> {
         name
     }
 
-    /// The name of the placeholder Secret `base` (`NAME-secrets`, `NAME-upstream`) to be
-    /// applied into `namespace` (`None`: not known, so any): one no live Secret has there, with
-    /// the cluster read. Applied over a live Secret, its empty values would overwrite what
-    /// that Secret holds.
+    /// The name of the Secret `base` an exported manifest names (a placeholder written beside
+    /// it, `NAME-secrets` or `NAME-upstream`, or a Deployment's `NAME-credentials` for the user
+    /// to create) where it will be applied, `namespace` (`None`: not known, so any): one no
+    /// live Secret has there, with the cluster read. Applied over a live Secret, a
+    /// placeholder's empty values would overwrite what it holds; a Deployment would read
+    /// another's Secret as its gateway's credentials.
     fn placeholder_name(&mut self, base: &str, namespace: Option<&str>) -> String {
         let live = self.options.live_names.as_ref();
         let taken = |name: &str| live.is_some_and(|live| live.taken("Secret", namespace, name));
@@ -642,6 +664,8 @@ impl<'o> Builder<'o> {
             return Ok(());
         }
         spec.secret_refs = take_live_secrets(&mut document, live);
+        // Before the placeholder's references join them.
+        let borrowed = borrowed_secrets(&spec.secret_refs);
         if let serde_json::Value::Object(map) = document {
             spec.config = map.into();
         }
@@ -655,14 +679,14 @@ impl<'o> Builder<'o> {
             status: None,
         };
         if keys.is_empty() {
-            let header = format!("# Adopts config {} as it is.\n", remote.slug);
+            let header = format!("# Adopts config {} as it is.\n{borrowed}", remote.slug);
             return self
                 .push("Config", "config", &object.metadata, &object, header)
                 .map(drop);
         }
         let header = format!(
             "# Adopts config {}. Its inline secrets are never exported: they come from Secret\n\
-             # {secret} (secret-{secret}.yaml), which must hold their values before applying.\n",
+             # {secret} (secret-{secret}.yaml), which must hold their values before applying.\n{borrowed}",
             remote.slug
         );
         // A Config left out leaves its placeholder out too.
@@ -696,10 +720,9 @@ impl<'o> Builder<'o> {
             return Ok(());
         };
         let name = metadata.name.clone().unwrap_or_default();
-        let secret = format!(
-            "{}-credentials",
-            truncate(&name, 253 - "-credentials".len())
-        );
+        // Not written, but named: one of another's would be read as this gateway's.
+        let namespace = metadata.namespace.clone();
+        let secret = self.placeholder_name(&format!("{name}-credentials"), namespace.as_deref());
         let object = Deployment {
             metadata,
             spec: project::deployment_spec(remote, &secret),
@@ -761,9 +784,14 @@ impl<'o> Builder<'o> {
                 check.parameters = parameters.as_object().cloned().unwrap_or_default();
             }
         }
+        let object_refs = secret_refs.clone();
         spec.secret_refs = secret_refs;
         let object = G::from_definition(metadata, spec, remote.workspace_id.clone());
-        let header = format!("# Adopts guardrail {} as it is.\n", remote.slug);
+        let header = format!(
+            "# Adopts guardrail {} as it is.\n{}",
+            remote.slug,
+            borrowed_secrets(&object_refs)
+        );
         let prefix = kind.to_ascii_lowercase();
         self.push(kind, &prefix, object.meta(), &object, header)
             .map(drop)
@@ -1118,6 +1146,35 @@ mod tests {
         assert!(!renamed);
     }
 
+    /// A Deployment's credentials Secret (named, for the user to create) never takes a live
+    /// Secret's name either: the adopted gateway would read another's Secret as its own.
+    #[test]
+    fn a_deployments_credentials_secret_does_not_take_a_live_secrets_name() {
+        let remote: api::Deployment = serde_json::from_value(serde_json::json!({
+            "id": "d-1", "slug": "edge-eu", "name": "edge-eu", "type": "production",
+            "status": "active"
+        }))
+        .unwrap();
+        let mut live = LiveNames::default();
+        let taken = LiveName {
+            namespace: Some("team-a".into()),
+            name: "edge-eu-credentials".into(),
+        };
+        live.add("Secret", taken, None);
+        let options = ExportOptions {
+            namespace: Some("team-a".into()),
+            live_names: Some(live),
+            ..Default::default()
+        };
+        let mut builder = Builder::new(&options);
+        builder.deployment(&remote).unwrap();
+        let file = &builder.export.files[0].content;
+        let exported: Deployment = serde_yaml::from_str(file).unwrap();
+        let named = exported.spec.credentials_secret_ref.name;
+        assert_eq!(named, "edge-eu-credentials-2", "{file}");
+        assert!(file.contains("into Secret edge-eu-credentials-2"), "{file}");
+    }
+
     #[test]
     fn values_aigw_substitutes_from_secrets_are_never_exported_whatever_their_key() {
         let remote: api::ConfigDetail = serde_json::from_value(serde_json::json!({
@@ -1139,11 +1196,19 @@ mod tests {
         assert!(!file.content.contains("hunter2-hook"), "{}", file.content);
         let exported: Config = serde_yaml::from_str(&file.content).unwrap();
         assert_eq!(exported.spec.secret_refs, vec![live]);
+        // The header says which Secrets it needs where it is applied.
+        assert!(
+            file.content
+                .contains("# It takes values from Secret db, as its live resource does"),
+            "{}",
+            file.content
+        );
         // Without the live references, only secret-looking keys are held back.
         let defaults = ExportOptions::default();
         let mut blind = Builder::new(&defaults);
         blind.config(&remote).unwrap();
         assert!(blind.export.files[0].content.contains("hunter2-hook"));
+        assert!(!blind.export.files[0].content.contains("It takes values"));
     }
 
     #[test]

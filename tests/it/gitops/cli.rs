@@ -15,6 +15,7 @@ use aigw::resources::{
     ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
 };
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::Api;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -1075,6 +1076,59 @@ async fn export_names_no_placeholder_secret_after_a_live_secret() {
         config.contains("name: billing-routing-secrets\n"),
         "{config}"
     );
+
+    // A reader that may list Secrets but not Deployments: what it manages is not said (a
+    // warning with its cause), and the Secrets' names are checked all the same.
+    let user = format!("exporter-{namespace}");
+    let rules = json!([
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]},
+        {"apiGroups": ["aigw.io"], "verbs": ["list"], "resources": ["configs", "guardrails",
+            "clusterguardrails", "integrations", "ratelimitspolicies", "usagelimitspolicies",
+            "providers", "mcpintegrations", "mcpservers", "workspaces"]}]);
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": user}, "rules": rules});
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": user},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]});
+    let roles: Api<ClusterRole> = Api::all(h.env.client.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(h.env.client.clone());
+    let role = serde_json::from_value(role).unwrap();
+    roles.create(&Default::default(), &role).await.unwrap();
+    let binding = serde_json::from_value(binding).unwrap();
+    bindings
+        .create(&Default::default(), &binding)
+        .await
+        .unwrap();
+    let groups = vec!["system:authenticated".to_string()];
+    let partial = support::chart::impersonating_kubeconfig(&user, groups);
+    let partial_path = dir.path().join("partial-kubeconfig");
+    std::fs::write(&partial_path, serde_yaml::to_string(&partial).unwrap()).unwrap();
+    let out = dir.path().join("partial");
+    let out = out.to_str().unwrap();
+    let export = [
+        "export",
+        "--out",
+        out,
+        "--namespace",
+        &namespace,
+        "--kubeconfig",
+        partial_path.to_str().unwrap(),
+    ];
+    // RBAC takes a moment to be enforced: until the list of Secrets is allowed, the export
+    // says so.
+    let report = support::wait_until(WAIT, || async {
+        let report = exited(&aigw_async(connected(&export, &url, &token)).await, 0);
+        (!report.contains("failed to list the names of Secrets")).then_some(report)
+    })
+    .await
+    .expect("the reader's RBAC was never enforced");
+    assert_in(&report, "warning: failed to list Deployments");
+    assert_in(&report, "forbidden");
+    let renamed = Path::new(out).join("secret-billing-routing-secrets-2.yaml");
+    assert!(renamed.exists(), "{report}");
+    let _ = bindings.delete(&user, &Default::default()).await;
+    let _ = roles.delete(&user, &Default::default()).await;
     h.stop().await;
 }
 
@@ -1138,6 +1192,30 @@ async fn export_through_a_connection_names_it_in_every_manifest() {
 
     let (config, deployment, _) = export("default").await;
     assert!(!config.contains("connectionRef") && !deployment.contains("connectionRef"));
+
+    // A file naming no Connection, or not as one can be named, is refused: the manifests
+    // would go through `default`, or be refused at admission.
+    for metadata in [json!({}), json!({"name": "Prod_EU"})] {
+        let manifest = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+            "metadata": metadata, "spec": {"managementUrl": "https://unused.example",
+            "auth": {"bearerToken": {"secretRef": {"namespace": "aigw-system", "name": "t", "key": "token"}}}}});
+        let file = dir.path().join("unnamed.yaml");
+        std::fs::write(&file, serde_json::to_string(&manifest).unwrap()).unwrap();
+        let out = dir.path().join("unnamed");
+        let export = [
+            "export",
+            "--out",
+            out.to_str().unwrap(),
+            "--connection",
+            file.to_str().unwrap(),
+        ];
+        let report = exited(
+            &aigw_async(connected(&export, &remote.url, &token)).await,
+            1,
+        );
+        assert_in(&report, "unnamed.yaml: metadata.name");
+        assert!(!out.exists(), "nothing is written: {report}");
+    }
 }
 
 /// camelCase credential keys (as guardrail plugins spell them) are refused in plain text like
