@@ -612,6 +612,12 @@ fn args(list: &[&str]) -> Vec<String> {
 }
 
 /// `cmd` against the management API at `url`, with the token in the file `token`.
+/// `aigw export` of the tenant into `out`, for `namespace`, reading the cluster of `kubeconfig`.
+fn export_from_cluster<'a>(out: &'a str, namespace: &'a str, kubeconfig: &'a str) -> Vec<&'a str> {
+    let flags = ["--namespace", namespace, "--kubeconfig", kubeconfig];
+    ["export", "--out", out].into_iter().chain(flags).collect()
+}
+
 fn connected(cmd: &[&str], url: &str, token: &str) -> Vec<String> {
     let mut all = args(cmd);
     all.extend(args(&["--management-url", url, "--token-file", token]));
@@ -940,15 +946,7 @@ async fn export_says_what_the_cluster_manages_and_can_leave_it_and_its_names_alo
     // Without --skip-managed: all three exported, the two managed ones named.
     let listed = dir.path().join("listed");
     let listed = listed.to_str().unwrap();
-    let export = [
-        "export",
-        "--out",
-        listed,
-        "--namespace",
-        &namespace,
-        "--kubeconfig",
-        &kubeconfig,
-    ];
+    let export = export_from_cluster(listed, &namespace, &kubeconfig);
     let out = aigw_async(connected(&export, &url, &token)).await;
     let report = exited(&out, 0);
     assert_in(&report, "exported 3 Config to");
@@ -973,16 +971,8 @@ async fn export_says_what_the_cluster_manages_and_can_leave_it_and_its_names_alo
             .exists()
     );
 
-    let export = [
-        "export",
-        "--out",
-        &out_dir,
-        "--namespace",
-        &namespace,
-        "--kubeconfig",
-        &kubeconfig,
-        "--skip-managed",
-    ];
+    let mut export = export_from_cluster(&out_dir, &namespace, &kubeconfig);
+    export.push("--skip-managed");
     let out = aigw_async(connected(&export, &url, &token)).await;
     let report = exited(&out, 0);
     for (slug, live) in [
@@ -1106,15 +1096,7 @@ async fn export_names_no_placeholder_secret_after_a_live_secret() {
     std::fs::write(&partial_path, serde_yaml::to_string(&partial).unwrap()).unwrap();
     let out = dir.path().join("partial");
     let out = out.to_str().unwrap();
-    let export = [
-        "export",
-        "--out",
-        out,
-        "--namespace",
-        &namespace,
-        "--kubeconfig",
-        partial_path.to_str().unwrap(),
-    ];
+    let export = export_from_cluster(out, &namespace, partial_path.to_str().unwrap());
     // RBAC takes a moment to be enforced: until the list of Secrets is allowed, the export
     // says so.
     let report = support::wait_until(WAIT, || async {
