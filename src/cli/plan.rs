@@ -89,6 +89,29 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         }),
         None => None,
     };
+    // Every manifest is planned against the one Connection given: one naming another is
+    // said, since its own Connection may reach another tenant.
+    if let Some(planned) = connection_name(&args.target)? {
+        let elsewhere: Vec<String> = report
+            .manifests
+            .iter()
+            .filter_map(|m| {
+                let named = m.object.connection_name()?;
+                (named != planned).then(|| format!("{} names {named}", m.object.display()))
+            })
+            .collect();
+        if !elsewhere.is_empty() {
+            let mut said: Vec<&str> = elsewhere.iter().take(5).map(String::as_str).collect();
+            if elsewhere.len() > said.len() {
+                said.push("…");
+            }
+            eprintln!(
+                "note: {} manifests name another Connection than {planned} ({}); they are planned against {planned} all the same: plan each Connection's manifests with its own --connection",
+                elsewhere.len(),
+                said.join(", ")
+            );
+        }
+    }
     let api = client(&args.target, live.as_ref()).await?;
     let plan = plan::plan(&api, live.as_ref(), &report.manifests).await?;
     let text = match args.output {

@@ -407,14 +407,14 @@ fn claim_key(object: &Object, id: &str) -> Option<String> {
         .as_ref()?
         .among;
     let connection = match object {
-        Object::Config(o) => o.spec.connection_name(),
-        Object::Guardrail(o) => o.spec.connection_name(),
-        Object::ClusterGuardrail(o) => o.spec.connection_name(),
-        Object::Integration(o) => o.spec.connection_name(),
-        Object::Provider(o) => o.spec.connection_name(),
-        Object::SecretReference(o) => o.spec.connection_name(),
-        Object::McpIntegration(o) => o.spec.connection_name(),
-        Object::McpServer(o) => o.spec.connection_name(),
+        Object::Config(_)
+        | Object::Guardrail(_)
+        | Object::ClusterGuardrail(_)
+        | Object::Integration(_)
+        | Object::Provider(_)
+        | Object::SecretReference(_)
+        | Object::McpIntegration(_)
+        | Object::McpServer(_) => object.connection_name()?,
         _ => return None,
     };
     Some(format!("{among}/{connection}/{id}"))

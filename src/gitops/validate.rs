@@ -141,6 +141,32 @@ impl Object {
         }
     }
 
+    /// The Connection its calls go through (`spec.connectionRef`, `default` when absent);
+    /// `None` for a Connection.
+    pub fn connection_name(&self) -> Option<&str> {
+        Some(match self {
+            Object::Config(o) => o.spec.connection_name(),
+            Object::Deployment(o) => o.spec.connection_name(),
+            Object::RateLimitsPolicy(o) => o.spec.connection_name(),
+            Object::UsageLimitsPolicy(o) => o.spec.connection_name(),
+            Object::Guardrail(o) => o.spec.connection_name(),
+            Object::ClusterGuardrail(o) => o.spec.connection_name(),
+            Object::Connection(_) => return None,
+            Object::ApiKey(o) => o.spec.connection_name(),
+            Object::Integration(o) => o.spec.connection_name(),
+            Object::Provider(o) => o.spec.connection_name(),
+            Object::SecretReference(o) => o.spec.connection_name(),
+            Object::Workspace(o) => o.spec.connection_name(),
+            Object::McpIntegration(o) => o.spec.connection_name(),
+            Object::McpServer(o) => o.spec.connection_name(),
+            Object::ConfigRollout(o) => o
+                .spec
+                .connection_ref
+                .as_ref()
+                .map_or("default", |c| c.name.as_str()),
+        })
+    }
+
     pub fn name(&self) -> &str {
         self.meta().name.as_deref().unwrap_or_default()
     }

@@ -1175,6 +1175,27 @@ async fn export_through_a_connection_names_it_in_every_manifest() {
     let (config, deployment, _) = export("default").await;
     assert!(!config.contains("connectionRef") && !deployment.contains("connectionRef"));
 
+    // Planned against another Connection than the one they name, the manifests are said so.
+    let exported = dir.path().join("prod-eu");
+    let plan = |connection: &str| {
+        let file = dir.path().join(format!("connection-{connection}.yaml"));
+        let cmd = [
+            "plan",
+            "-f",
+            exported.to_str().unwrap(),
+            "--connection",
+            file.to_str().unwrap(),
+        ];
+        aigw_async(connected(&cmd, &remote.url, &token))
+    };
+    let report = text(&plan("default").await);
+    assert_in(
+        &report,
+        "note: 2 manifests name another Connection than default (Config billing-routing names prod-eu, Deployment edge-eu names prod-eu)",
+    );
+    let report = text(&plan("prod-eu").await);
+    assert!(!report.contains("another Connection"), "{report}");
+
     // A file naming no Connection, or not as one can be named, is refused: the manifests
     // would go through `default`, or be refused at admission.
     for metadata in [json!({}), json!({"name": "Prod_EU"})] {
