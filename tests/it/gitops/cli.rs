@@ -1131,21 +1131,31 @@ async fn export_through_a_connection_names_it_in_every_manifest() {
 
     let dir = tempfile::tempdir().unwrap();
     let token = token_file(dir.path(), TOKEN);
-    let export = async |name: &str| {
-        // Its URLs are never used with --token-file: the token goes to --management-url only.
+    // A Connection manifest of `metadata` at `file`. Its URLs are never used with --token-file:
+    // the token goes to --management-url only.
+    let connection = |file: &Path, metadata: Value| {
         let manifest = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
-            "metadata": {"name": name}, "spec": {"managementUrl": "https://unused.example",
+            "metadata": metadata, "spec": {"managementUrl": "https://unused.example",
             "auth": {"bearerToken": {"secretRef": {"namespace": "aigw-system", "name": "t", "key": "token"}}}}});
+        std::fs::write(file, serde_json::to_string(&manifest).unwrap()).unwrap();
+    };
+    // `aigw VERB FLAG AT --connection FILE` (export --out, plan -f) on the emulator.
+    let through = |verb: &str, flag: &str, at: &Path, file: &Path| {
+        let cmd = [
+            verb,
+            flag,
+            at.to_str().unwrap(),
+            "--connection",
+            file.to_str().unwrap(),
+        ];
+        aigw_async(connected(&cmd, &remote.url, &token))
+    };
+    let export = async |name: &str| {
         let file = dir.path().join(format!("connection-{name}.yaml"));
-        std::fs::write(&file, serde_json::to_string(&manifest).unwrap()).unwrap();
+        connection(&file, json!({"name": name}));
         let out = dir.path().join(name);
+        exited(&through("export", "--out", &out, &file).await, 0);
         let out = out.to_str().unwrap();
-        let file = file.to_str().unwrap();
-        let export = ["export", "--out", out, "--connection", file];
-        exited(
-            &aigw_async(connected(&export, &remote.url, &token)).await,
-            0,
-        );
         let read = |file: &str| std::fs::read_to_string(Path::new(out).join(file)).unwrap();
         (
             read("config-billing-routing.yaml"),
@@ -1179,14 +1189,7 @@ async fn export_through_a_connection_names_it_in_every_manifest() {
     let exported = dir.path().join("prod-eu");
     let plan = |connection: &str| {
         let file = dir.path().join(format!("connection-{connection}.yaml"));
-        let cmd = [
-            "plan",
-            "-f",
-            exported.to_str().unwrap(),
-            "--connection",
-            file.to_str().unwrap(),
-        ];
-        aigw_async(connected(&cmd, &remote.url, &token))
+        through("plan", "-f", &exported, &file)
     };
     let report = text(&plan("default").await);
     assert_in(
@@ -1199,23 +1202,10 @@ async fn export_through_a_connection_names_it_in_every_manifest() {
     // A file naming no Connection, or not as one can be named, is refused: the manifests
     // would go through `default`, or be refused at admission.
     for metadata in [json!({}), json!({"name": "Prod_EU"})] {
-        let manifest = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
-            "metadata": metadata, "spec": {"managementUrl": "https://unused.example",
-            "auth": {"bearerToken": {"secretRef": {"namespace": "aigw-system", "name": "t", "key": "token"}}}}});
         let file = dir.path().join("unnamed.yaml");
-        std::fs::write(&file, serde_json::to_string(&manifest).unwrap()).unwrap();
+        connection(&file, metadata);
         let out = dir.path().join("unnamed");
-        let export = [
-            "export",
-            "--out",
-            out.to_str().unwrap(),
-            "--connection",
-            file.to_str().unwrap(),
-        ];
-        let report = exited(
-            &aigw_async(connected(&export, &remote.url, &token)).await,
-            1,
-        );
+        let report = exited(&through("export", "--out", &out, &file).await, 1);
         assert_in(&report, "unnamed.yaml: metadata.name");
         assert!(!out.exists(), "nothing is written: {report}");
     }
