@@ -90,6 +90,7 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         namespace: args.namespace.clone(),
         workspace_id: args.workspace_id.clone(),
         live_secret_refs: live_secret_refs.refs,
+        live_secret_owners: live_secret_refs.owners,
         live_masking: live_secret_refs.masking,
         live_integration_refs: live_secret_refs.integration_refs,
         live_recorded: live.as_ref().map(|_| live_secret_refs.recorded),
@@ -108,20 +109,22 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
             exported.unrecognised.join(", ")
         );
     }
+    if !exported.borrowed.is_empty() {
+        let namespace = match &args.namespace {
+            Some(namespace) => format!("for {namespace}"),
+            None => "for a namespace not given".to_string(),
+        };
+        eprintln!(
+            "note: {} exported manifests take values from the Secrets of a live resource in another namespace than they are {namespace} ({}): where they are applied, Secrets of those names must hold the same values, or theirs are sent to the API instead",
+            exported.borrowed.len(),
+            super::first_few(&exported.borrowed)
+        );
+    }
     if !exported.managed.is_empty() {
-        let mut named: Vec<&str> = exported
-            .managed
-            .iter()
-            .take(5)
-            .map(String::as_str)
-            .collect();
-        if exported.managed.len() > named.len() {
-            named.push("…");
-        }
         eprintln!(
             "note: {} exported objects are managed already by resources of the cluster ({}): applied to that cluster, each manifest would be a second resource for its object and stall as AlreadyManaged; pass --skip-managed to leave them out",
             exported.managed.len(),
-            named.join(", ")
+            super::first_few(&exported.managed)
         );
     }
     let counts = counted(&exported.counts).unwrap_or_else(|| "nothing".to_string());

@@ -29,6 +29,15 @@ pub fn init_tracing() {
     };
 }
 
+/// The first five of `items`, comma-separated, with `…` when there are more: a note's list.
+pub fn first_few(items: &[String]) -> String {
+    let mut said: Vec<&str> = items.iter().take(5).map(String::as_str).collect();
+    if items.len() > said.len() {
+        said.push("…");
+    }
+    said.join(", ")
+}
+
 /// A client of the apiserver for a CLI command: kube's own (HTTP/1.1) stack, sending aigw's
 /// User-Agent as the operator does.
 pub fn kube_client(config: kube::Config) -> anyhow::Result<kube::Client> {

@@ -101,14 +101,10 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             })
             .collect();
         if !elsewhere.is_empty() {
-            let mut said: Vec<&str> = elsewhere.iter().take(5).map(String::as_str).collect();
-            if elsewhere.len() > said.len() {
-                said.push("…");
-            }
             eprintln!(
                 "note: {} manifests name another Connection than {planned} ({}); they are planned against {planned} all the same: plan each Connection's manifests with its own --connection",
                 elsewhere.len(),
-                said.join(", ")
+                super::first_few(&elsewhere)
             );
         }
     }

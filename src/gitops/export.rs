@@ -47,6 +47,10 @@ pub struct ExportOptions {
     /// or id each records: the values there came from Secrets and are never exported, whatever
     /// their key is called.
     pub live_secret_refs: HashMap<String, Vec<ConfigSecretRef>>,
+    /// Where the live resource whose `secretRefs` those are is, by the same keys: a manifest
+    /// for another namespace names Secrets of that name there, which must hold the same values
+    /// ([`Export::borrowed`]).
+    pub live_secret_owners: HashMap<String, LiveName>,
     /// What each live resource's Secrets hold (read as the operator reads them), by the same
     /// keys: a document holding one of those values outside its `secretRefs` paths (an older
     /// write at another index) is not exported.
@@ -80,6 +84,8 @@ pub struct ExportOptions {
 #[derive(Debug, Default)]
 pub struct LiveSecrets {
     pub refs: HashMap<String, Vec<ConfigSecretRef>>,
+    /// For [`ExportOptions::live_secret_owners`].
+    pub owners: HashMap<String, LiveName>,
     pub masking: HashMap<String, Masking>,
     /// The live Integrations' references, for [`ExportOptions::live_integration_refs`].
     pub integration_refs: HashMap<String, Vec<ConfigSecretRef>>,
@@ -268,6 +274,13 @@ where
         // Merged, not replaced: a Guardrail and a Config (or two Connections' objects) may
         // record the same slug.
         for key in &record.recorded {
+            if !record.current.is_empty() {
+                let owner = LiveName {
+                    namespace: record.namespace.clone(),
+                    name: record.name.clone(),
+                };
+                live.owners.entry(key.clone()).or_insert(owner);
+            }
             let hidden = live.masking.entry(key.clone()).or_default();
             hidden.absorb(masking.clone());
             let refs = live.refs.entry(key.clone()).or_default();
@@ -296,12 +309,7 @@ fn take_live_secrets(
 /// when none were): the Secrets it names must exist where it is applied, holding what the live
 /// resource's hold. Another namespace's Secret of the same name would be sent in their place.
 fn borrowed_secrets(refs: &[ConfigSecretRef]) -> String {
-    let mut names: Vec<&str> = refs
-        .iter()
-        .map(|r| r.secret_key_ref.name.as_str())
-        .collect();
-    names.sort_unstable();
-    names.dedup();
+    let names = secret_names(refs);
     if names.is_empty() {
         return String::new();
     }
@@ -310,6 +318,17 @@ fn borrowed_secrets(refs: &[ConfigSecretRef]) -> String {
          # Secret of each name must hold what the live one holds, or its values are sent instead.\n",
         names.join(", ")
     )
+}
+
+/// The Secrets `refs` name, each once, in order.
+fn secret_names(refs: &[ConfigSecretRef]) -> Vec<&str> {
+    let mut names: Vec<&str> = refs
+        .iter()
+        .map(|r| r.secret_key_ref.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 /// One file of the export.
@@ -336,6 +355,10 @@ pub struct Export {
     /// resource ([`ExportOptions::live_names`]; none with [`ExportOptions::skip_managed`]):
     /// applied to that cluster, each manifest would be a second resource for its object.
     pub managed: Vec<String>,
+    /// Manifests whose `secretRefs` name a live resource's Secrets, for another namespace than
+    /// that resource's (or for none given), each with those Secrets and that resource: where
+    /// applied, Secrets of those names must hold the same values, or theirs are sent instead.
+    pub borrowed: Vec<String>,
 }
 
 impl Export {
@@ -588,6 +611,26 @@ impl<'o> Builder<'o> {
         self.unique_name("Secret", base, 253, taken)
     }
 
+    /// What [`Export::borrowed`] says of the manifest of `what` (the remote object `key`), for
+    /// `namespace`, whose `refs` are its live resource's: `None` when it names none, or is for
+    /// that resource's namespace, or that resource is cluster-scoped (its Secrets are the
+    /// operator's namespace's wherever the manifest goes).
+    fn borrowing(
+        &self,
+        what: &str,
+        key: &str,
+        namespace: Option<&str>,
+        refs: &[ConfigSecretRef],
+    ) -> Option<String> {
+        let owner = self.options.live_secret_owners.get(key)?;
+        let same = owner.namespace.is_none() || owner.namespace.as_deref() == namespace;
+        if refs.is_empty() || same {
+            return None;
+        }
+        let names = secret_names(refs).join(", ");
+        Some(format!("{what}: Secret {names} (as {owner} does)"))
+    }
+
     /// False (and the object recorded as skipped) when `document` holds inline secrets: they
     /// must not land in Git, and a manifest without them would make the operator erase them.
     fn free_of_secrets(
@@ -666,6 +709,12 @@ impl<'o> Builder<'o> {
         spec.secret_refs = take_live_secrets(&mut document, live);
         // Before the placeholder's references join them.
         let borrowed = borrowed_secrets(&spec.secret_refs);
+        let borrowing = self.borrowing(
+            &what,
+            &remote.slug,
+            metadata.namespace.as_deref(),
+            &spec.secret_refs,
+        );
         if let serde_json::Value::Object(map) = document {
             spec.config = map.into();
         }
@@ -680,9 +729,10 @@ impl<'o> Builder<'o> {
         };
         if keys.is_empty() {
             let header = format!("# Adopts config {} as it is.\n{borrowed}", remote.slug);
-            return self
-                .push("Config", "config", &object.metadata, &object, header)
-                .map(drop);
+            if self.push("Config", "config", &object.metadata, &object, header)? {
+                self.export.borrowed.extend(borrowing);
+            }
+            return Ok(());
         }
         let header = format!(
             "# Adopts config {}. Its inline secrets are never exported: they come from Secret\n\
@@ -693,6 +743,7 @@ impl<'o> Builder<'o> {
         if !self.push("Config", "config", &object.metadata, &object, header)? {
             return Ok(());
         }
+        self.export.borrowed.extend(borrowing);
         let placeholder = placeholder_secret(&secret, object.metadata.namespace.clone(), keys);
         let header = format!(
             "# Placeholder for the secrets of config {}: fill in every value before applying\n\
@@ -784,17 +835,21 @@ impl<'o> Builder<'o> {
                 check.parameters = parameters.as_object().cloned().unwrap_or_default();
             }
         }
-        let object_refs = secret_refs.clone();
+        let borrowed = borrowed_secrets(&secret_refs);
+        let borrowing = self.borrowing(
+            &what,
+            &remote.slug,
+            metadata.namespace.as_deref(),
+            &secret_refs,
+        );
         spec.secret_refs = secret_refs;
         let object = G::from_definition(metadata, spec, remote.workspace_id.clone());
-        let header = format!(
-            "# Adopts guardrail {} as it is.\n{}",
-            remote.slug,
-            borrowed_secrets(&object_refs)
-        );
+        let header = format!("# Adopts guardrail {} as it is.\n{borrowed}", remote.slug);
         let prefix = kind.to_ascii_lowercase();
-        self.push(kind, &prefix, object.meta(), &object, header)
-            .map(drop)
+        if self.push(kind, &prefix, object.meta(), &object, header)? {
+            self.export.borrowed.extend(borrowing);
+        }
+        Ok(())
     }
 
     fn policy<P: Policy>(&mut self, remote: &P::Remote) -> Result<(), GitopsError> {
@@ -1209,6 +1264,41 @@ mod tests {
         blind.config(&remote).unwrap();
         assert!(blind.export.files[0].content.contains("hunter2-hook"));
         assert!(!blind.export.files[0].content.contains("It takes values"));
+    }
+
+    /// A manifest for another namespace than its live resource's names that resource's Secrets
+    /// by name: it is said, since the Secrets of that name where it is applied are read.
+    #[test]
+    fn secrets_named_for_another_namespace_are_said() {
+        let remote: api::ConfigDetail = serde_json::from_value(serde_json::json!({
+            "id": "id-1", "slug": "pc-1", "name": "r", "status": "active",
+            "config": r#"{"targets": [{"provider": "openai", "api_key": "sk-from-secret"}]}"#
+        }))
+        .unwrap();
+        let live: ConfigSecretRef = serde_json::from_value(serde_json::json!({
+            "path": "/targets/0/api_key", "secretKeyRef": {"name": "shared-llm-keys", "key": "k"}
+        }))
+        .unwrap();
+        let said = |namespace: Option<&str>| {
+            let owner = LiveName {
+                namespace: Some("team-b".into()),
+                name: "billing".into(),
+            };
+            let options = ExportOptions {
+                namespace: namespace.map(str::to_string),
+                live_secret_refs: HashMap::from([("pc-1".to_string(), vec![live.clone()])]),
+                live_secret_owners: HashMap::from([("pc-1".to_string(), owner)]),
+                ..Default::default()
+            };
+            let mut builder = Builder::new(&options);
+            builder.config(&remote).unwrap();
+            assert!(!builder.export.files[0].content.contains("sk-from-secret"));
+            builder.export.borrowed
+        };
+        let expected = ["config pc-1: Secret shared-llm-keys (as team-b/billing does)"];
+        assert_eq!(said(Some("team-a")), expected);
+        assert_eq!(said(None), expected, "where it goes is not known");
+        assert!(said(Some("team-b")).is_empty(), "its own namespace");
     }
 
     #[test]

@@ -101,6 +101,23 @@ async fn exported_without(
     (out, exported)
 }
 
+/// The flags of an export for `namespace` from `h`'s emulator (the token in `token`) that reads
+/// the cluster.
+fn reading_the_cluster(h: &Harness, namespace: &str, token: &std::path::Path) -> Vec<String> {
+    [
+        "--namespace",
+        namespace,
+        "--management-url",
+        &h.emulator.management_url(),
+        "--token-file",
+        token.to_str().unwrap(),
+        "--kubeconfig",
+        support::kubeconfig_path().to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// A target prepended before the one a Secret fills shifts the `secretRefs` index: the remote
 /// document and the older version hold the value at the old index. Neither `aigw plan` (with
 /// and without cluster access) nor `aigw history --diff` prints it, nor does `aigw export`
@@ -232,18 +249,7 @@ async fn export_hides_a_value_only_the_history_names() {
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, support::harness::TOKEN).unwrap();
-    let args: Vec<String> = [
-        "--namespace",
-        &h.env.namespace,
-        "--management-url",
-        &h.emulator.management_url(),
-        "--token-file",
-        token.to_str().unwrap(),
-        "--kubeconfig",
-        support::kubeconfig_path().to_str().unwrap(),
-    ]
-    .map(String::from)
-    .to_vec();
+    let args = reading_the_cluster(&h, &h.env.namespace, &token);
     let (out, exported) = exported_without(VALUE, dir.path(), args).await;
     assert!(
         exported.contains(&slug),
@@ -252,5 +258,40 @@ async fn export_hides_a_value_only_the_history_names() {
     let note = format!("note: no live resource records config {orphan}");
     assert!(out.contains(&note), "{out}");
     assert!(!out.contains(&format!("records config {slug}")), "{out}");
+    h.stop().await;
+}
+
+/// A Config whose live resource takes a value from a Secret, exported for another namespace:
+/// its manifest names that Secret, which must exist there with the same value (another Secret
+/// of that name would be read and sent). The header says so, and so does a note on stderr;
+/// exported for the resource's own namespace, no note. The value is never written.
+#[tokio::test]
+async fn export_for_another_namespace_says_which_secrets_it_takes_values_from() {
+    const VALUE: &str = "sk-BORROWED-EXPORT-1";
+    let h = with_secret("exp-borrowed", "llm-keys", json!({"openai": VALUE})).await;
+    let mut spec = routing("borrowed");
+    spec["secretRefs"] = json!([{"path": "/targets/0/api_key", "secretKeyRef": {"name": "llm-keys", "key": "openai"}}]);
+    support::objects::create::<Config>(&h.env, "borrowed", spec).await;
+    let slug = h.env.ready_config_slug("borrowed", WAIT).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, support::harness::TOKEN).unwrap();
+    let export = async |namespace: &str| {
+        let args = reading_the_cluster(&h, namespace, &token);
+        exported_without(VALUE, dir.path(), args).await
+    };
+    let (out, exported) = export("team-elsewhere").await;
+    let note = format!(
+        "note: 1 exported manifests take values from the Secrets of a live resource in another namespace than they are for team-elsewhere (config {slug}: Secret llm-keys (as {}/borrowed does))",
+        h.env.namespace
+    );
+    assert!(out.contains(&note), "{out}");
+    assert!(
+        exported.contains("# It takes values from Secret llm-keys, as its live resource does"),
+        "{exported}"
+    );
+    let (out, _) = export(&h.env.namespace).await;
+    assert!(!out.contains("another namespace"), "{out}");
     h.stop().await;
 }
