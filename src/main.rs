@@ -94,9 +94,7 @@ async fn main() -> std::process::ExitCode {
             // `{:#}` prints the cause chain on one line; never a backtrace. A value after a
             // secret-looking key, or of a sensitive field of a request body `aigw api` sent
             // (an API that echoed one back), is hidden.
-            let message =
-                aigw::api::concealment::conceal(&format!("{e:#}"), &cli::api::body_secrets());
-            eprintln!("error: {}", aigw::api::secret_fields::redact_text(&message));
+            eprintln!("error: {}", cli::masked(&format!("{e:#}")));
             std::process::ExitCode::FAILURE
         }
     }

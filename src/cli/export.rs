@@ -135,15 +135,62 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
     ))
 }
 
-/// `e` with the apiserver's reason (a refusal's message: `… is forbidden: User … cannot list
-/// …`), which names resources and users, never a value.
+/// `e` with why the apiserver refused (its Status message: `… is forbidden: User … cannot
+/// list …`), masked as every error the CLI prints is ([`super::masked`]): a body that was no
+/// Status (a proxy's, which may echo the request) is told by its HTTP code alone, and any
+/// other failure by its class (an exec plugin's output, a decoder's quote stay unprinted).
 fn with_cause(e: &GitopsError) -> String {
-    match e {
+    let GitopsError::Kube { what, source } = e else {
+        return super::masked(&e.to_string());
+    };
+    let cause = match source {
+        kube::Error::Api(status)
+            if status.message.is_empty() || status.reason == "Failed to parse error data" =>
+        {
+            format!("HTTP {}", status.code)
+        }
+        kube::Error::Api(status) => status.message.clone(),
+        kube::Error::Auth(_) => "the kubeconfig's credentials failed".to_string(),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => {
+            "the apiserver could not be reached".to_string()
+        }
+        _ => "the request failed".to_string(),
+    };
+    super::masked(&format!("{what}: {cause}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: u16, reason: &str, message: &str) -> GitopsError {
+        let status = kube::core::Status::failure(message, reason).with_code(code);
         GitopsError::Kube {
-            what,
-            source: kube::Error::Api(status),
-        } => format!("{what}: {}", status.message),
-        GitopsError::Kube { what, source } => format!("{what}: {source}"),
-        other => other.to_string(),
+            what: "failed to list Deployments".into(),
+            source: kube::Error::Api(Box::new(status)),
+        }
+    }
+
+    /// A warning says why the apiserver refused, but never what a proxy's body (no Status)
+    /// echoed back: only its HTTP code.
+    #[test]
+    fn a_warning_gives_the_apiserver_reason_and_never_a_raw_body() {
+        let forbidden = refused(
+            403,
+            "Forbidden",
+            "deployments.aigw.io is forbidden: User \"u\" cannot list resource \"deployments\"",
+        );
+        assert_eq!(
+            with_cause(&forbidden),
+            "failed to list Deployments: deployments.aigw.io is forbidden: User \"u\" cannot list resource \"deployments\""
+        );
+        let echoed = refused(
+            403,
+            "Failed to parse error data",
+            "denied: Authorization: Bearer eyJ-echoed-token",
+        );
+        assert_eq!(with_cause(&echoed), "failed to list Deployments: HTTP 403");
+        let empty = refused(500, "InternalError", "");
+        assert_eq!(with_cause(&empty), "failed to list Deployments: HTTP 500");
     }
 }

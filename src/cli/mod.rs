@@ -29,6 +29,13 @@ pub fn init_tracing() {
     };
 }
 
+/// `text` as the CLI prints an error: a value after a secret-looking key, or one a request of
+/// this command sent or obtained (a token, a Secret's value), hidden.
+pub fn masked(text: &str) -> String {
+    let concealed = aigw::api::concealment::conceal(text, &api::body_secrets());
+    aigw::api::secret_fields::redact_text(&concealed)
+}
+
 /// The first five of `items`, comma-separated, with `…` when there are more: a note's list.
 pub fn first_few(items: &[String]) -> String {
     let mut said: Vec<&str> = items.iter().take(5).map(String::as_str).collect();

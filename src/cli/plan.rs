@@ -89,9 +89,10 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         }),
         None => None,
     };
-    // Every manifest is planned against the one Connection given: one naming another is
-    // said, since its own Connection may reach another tenant.
-    if let Some(planned) = connection_name(&args.target)? {
+    // Every manifest's remote object is read through the one Connection given: one naming
+    // another is said, since its own Connection may reach another tenant.
+    // (A file without a name is planned as before; only export needs the name.)
+    if let Ok(Some(planned)) = connection_name(&args.target) {
         let elsewhere: Vec<String> = report
             .manifests
             .iter()
@@ -102,7 +103,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             .collect();
         if !elsewhere.is_empty() {
             eprintln!(
-                "note: {} manifests name another Connection than {planned} ({}); they are planned against {planned} all the same: plan each Connection's manifests with its own --connection",
+                "note: {} manifests name another Connection than {planned} ({}); their remote objects are read through {planned} all the same: plan each Connection's manifests with its own --connection",
                 elsewhere.len(),
                 super::first_few(&elsewhere)
             );

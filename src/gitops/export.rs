@@ -47,10 +47,11 @@ pub struct ExportOptions {
     /// or id each records: the values there came from Secrets and are never exported, whatever
     /// their key is called.
     pub live_secret_refs: HashMap<String, Vec<ConfigSecretRef>>,
-    /// Where the live resource whose `secretRefs` those are is, by the same keys: a manifest
-    /// for another namespace names Secrets of that name there, which must hold the same values
+    /// Where the live resources whose `secretRefs` those are are, by the same keys (every one
+    /// of them: a Config and a Guardrail may record one slug): a manifest for another namespace
+    /// names Secrets of those names there, which must hold the same values
     /// ([`Export::borrowed`]).
-    pub live_secret_owners: HashMap<String, LiveName>,
+    pub live_secret_owners: HashMap<String, Vec<LiveName>>,
     /// What each live resource's Secrets hold (read as the operator reads them), by the same
     /// keys: a document holding one of those values outside its `secretRefs` paths (an older
     /// write at another index) is not exported.
@@ -85,7 +86,7 @@ pub struct ExportOptions {
 pub struct LiveSecrets {
     pub refs: HashMap<String, Vec<ConfigSecretRef>>,
     /// For [`ExportOptions::live_secret_owners`].
-    pub owners: HashMap<String, LiveName>,
+    pub owners: HashMap<String, Vec<LiveName>>,
     pub masking: HashMap<String, Masking>,
     /// The live Integrations' references, for [`ExportOptions::live_integration_refs`].
     pub integration_refs: HashMap<String, Vec<ConfigSecretRef>>,
@@ -279,7 +280,7 @@ where
                     namespace: record.namespace.clone(),
                     name: record.name.clone(),
                 };
-                live.owners.entry(key.clone()).or_insert(owner);
+                live.owners.entry(key.clone()).or_default().push(owner);
             }
             let hidden = live.masking.entry(key.clone()).or_default();
             hidden.absorb(masking.clone());
@@ -611,24 +612,26 @@ impl<'o> Builder<'o> {
         self.unique_name("Secret", base, 253, taken)
     }
 
-    /// What [`Export::borrowed`] says of the manifest of `what` (the remote object `key`), for
-    /// `namespace`, whose `refs` are its live resource's: `None` when it names none, or is for
-    /// that resource's namespace, or that resource is cluster-scoped (its Secrets are the
-    /// operator's namespace's wherever the manifest goes).
+    /// What [`Export::borrowed`] says of the manifest of `what` (the remote object whose id is
+    /// `id`), for `namespace`, whose `refs` are its live resources': `None` when it names none,
+    /// or every such resource is in that namespace or cluster-scoped (a ClusterGuardrail's
+    /// Secrets are the operator's namespace's wherever the manifest goes).
     fn borrowing(
         &self,
         what: &str,
-        key: &str,
+        id: &str,
         namespace: Option<&str>,
         refs: &[ConfigSecretRef],
     ) -> Option<String> {
-        let owner = self.options.live_secret_owners.get(key)?;
-        let same = owner.namespace.is_none() || owner.namespace.as_deref() == namespace;
-        if refs.is_empty() || same {
+        let owners = self.options.live_secret_owners.get(id)?;
+        let elsewhere = owners
+            .iter()
+            .find(|owner| owner.namespace.is_some() && owner.namespace.as_deref() != namespace)?;
+        if refs.is_empty() {
             return None;
         }
         let names = secret_names(refs).join(", ");
-        Some(format!("{what}: Secret {names} (as {owner} does)"))
+        Some(format!("{what}: Secret {names} (as {elsewhere} does)"))
     }
 
     /// False (and the object recorded as skipped) when `document` holds inline secrets: they
@@ -711,7 +714,7 @@ impl<'o> Builder<'o> {
         let borrowed = borrowed_secrets(&spec.secret_refs);
         let borrowing = self.borrowing(
             &what,
-            &remote.slug,
+            &remote.id,
             metadata.namespace.as_deref(),
             &spec.secret_refs,
         );
@@ -838,7 +841,7 @@ impl<'o> Builder<'o> {
         let borrowed = borrowed_secrets(&secret_refs);
         let borrowing = self.borrowing(
             &what,
-            &remote.slug,
+            &remote.id,
             metadata.namespace.as_deref(),
             &secret_refs,
         );
@@ -1280,14 +1283,17 @@ mod tests {
         }))
         .unwrap();
         let said = |namespace: Option<&str>| {
-            let owner = LiveName {
-                namespace: Some("team-b".into()),
-                name: "billing".into(),
-            };
+            // A cluster-scoped resource recording the same object first: the namespaced one
+            // still counts.
+            let owners =
+                [(None, "shared"), (Some("team-b"), "billing")].map(|(ns, name)| LiveName {
+                    namespace: ns.map(str::to_string),
+                    name: name.into(),
+                });
             let options = ExportOptions {
                 namespace: namespace.map(str::to_string),
                 live_secret_refs: HashMap::from([("pc-1".to_string(), vec![live.clone()])]),
-                live_secret_owners: HashMap::from([("pc-1".to_string(), owner)]),
+                live_secret_owners: HashMap::from([("id-1".to_string(), owners.to_vec())]),
                 ..Default::default()
             };
             let mut builder = Builder::new(&options);
