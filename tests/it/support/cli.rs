@@ -77,10 +77,11 @@ pub struct Process {
 
 impl Process {
     /// Starts `command` ([`command`] and its arguments) with the operator's debug logging into
-    /// `log`.
+    /// `log`, in plain text (`NO_COLOR`, which tracing's formatter honours).
     pub fn spawn(mut command: std::process::Command, log: std::path::PathBuf) -> Self {
         let child = command
             .env("RUST_LOG", "aigw=debug,info")
+            .env("NO_COLOR", "1")
             .stdin(std::process::Stdio::null())
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(std::fs::File::options().append(true).open(&log).unwrap())
@@ -126,26 +127,11 @@ impl Process {
     }
 }
 
-/// The `addr` of the first line of `log` (text, colours or not) that says `message`.
+/// The `addr` of the first line of `log` that says `message`.
 fn addr_in(log: &str, message: &str) -> Option<std::net::SocketAddr> {
     let line = log.lines().find(|l| l.contains(message))?;
-    let plain = strip_colours(line);
-    let value = plain.split_once("addr=")?.1;
+    let value = line.split_once("addr=")?.1;
     value.split_whitespace().next()?.parse().ok()
-}
-
-/// `text` without its ANSI colour sequences (`ESC [ … m`).
-fn strip_colours(text: &str) -> String {
-    let mut plain = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            chars.by_ref().find(|&c| c == 'm');
-        } else {
-            plain.push(c);
-        }
-    }
-    plain
 }
 
 impl Drop for Process {
