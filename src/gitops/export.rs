@@ -730,23 +730,22 @@ impl<'o> Builder<'o> {
             spec,
             status: None,
         };
-        if keys.is_empty() {
-            let header = format!("# Adopts config {} as it is.\n{borrowed}", remote.slug);
-            if self.push("Config", "config", &object.metadata, &object, header)? {
-                self.export.borrowed.extend(borrowing);
-            }
-            return Ok(());
-        }
-        let header = format!(
-            "# Adopts config {}. Its inline secrets are never exported: they come from Secret\n\
-             # {secret} (secret-{secret}.yaml), which must hold their values before applying.\n{borrowed}",
-            remote.slug
-        );
+        let header = match keys.is_empty() {
+            true => format!("# Adopts config {} as it is.\n{borrowed}", remote.slug),
+            false => format!(
+                "# Adopts config {}. Its inline secrets are never exported: they come from Secret\n\
+                 # {secret} (secret-{secret}.yaml), which must hold their values before applying.\n{borrowed}",
+                remote.slug
+            ),
+        };
         // A Config left out leaves its placeholder out too.
         if !self.push("Config", "config", &object.metadata, &object, header)? {
             return Ok(());
         }
         self.export.borrowed.extend(borrowing);
+        if keys.is_empty() {
+            return Ok(());
+        }
         let placeholder = placeholder_secret(&secret, object.metadata.namespace.clone(), keys);
         let header = format!(
             "# Placeholder for the secrets of config {}: fill in every value before applying\n\
@@ -1161,6 +1160,21 @@ mod tests {
         assert!(builder.export.skipped[0].starts_with("Config r: holds credentials in text"));
     }
 
+    /// An export for `team-a` of a cluster holding the Secret `name` in `namespace`.
+    fn exporting_beside_a_secret(namespace: Option<&str>, name: &str) -> ExportOptions {
+        let mut live = LiveNames::default();
+        let secret = LiveName {
+            namespace: namespace.map(str::to_string),
+            name: name.into(),
+        };
+        live.add("Secret", secret, None);
+        ExportOptions {
+            namespace: Some("team-a".into()),
+            live_names: Some(live),
+            ..Default::default()
+        }
+    }
+
     /// A placeholder Secret never takes the name of a live Secret where it will be applied:
     /// applied, its empty values would overwrite that Secret's. The Config names the one
     /// written.
@@ -1172,17 +1186,7 @@ mod tests {
         }))
         .unwrap();
         let secret_of = |namespace: Option<&str>| {
-            let mut live = LiveNames::default();
-            let name = LiveName {
-                namespace: namespace.map(str::to_string),
-                name: "r-secrets".into(),
-            };
-            live.add("Secret", name, None);
-            let options = ExportOptions {
-                namespace: Some("team-a".into()),
-                live_names: Some(live),
-                ..Default::default()
-            };
+            let options = exporting_beside_a_secret(namespace, "r-secrets");
             let mut builder = Builder::new(&options);
             builder.config(&remote).unwrap();
             let names: Vec<String> = builder
@@ -1213,17 +1217,7 @@ mod tests {
             "status": "active"
         }))
         .unwrap();
-        let mut live = LiveNames::default();
-        let taken = LiveName {
-            namespace: Some("team-a".into()),
-            name: "edge-eu-credentials".into(),
-        };
-        live.add("Secret", taken, None);
-        let options = ExportOptions {
-            namespace: Some("team-a".into()),
-            live_names: Some(live),
-            ..Default::default()
-        };
+        let options = exporting_beside_a_secret(Some("team-a"), "edge-eu-credentials");
         let mut builder = Builder::new(&options);
         builder.deployment(&remote).unwrap();
         let file = &builder.export.files[0].content;

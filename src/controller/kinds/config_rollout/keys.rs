@@ -3,13 +3,12 @@
 //! keys' own reconciles apply.
 
 use kube::api::{ListParams, Patch};
-
-use crate::controller::runtime::apiserver::written_by;
 use kube::{Resource, ResourceExt};
 use tracing::debug;
 
 use super::{KIND, Run, connection_name};
 use crate::controller::error::{Error, Halt, Wait};
+use crate::controller::runtime::apiserver::written_by;
 use crate::resources::api_key::ApiKey;
 use crate::resources::common::condition::{READY, STALLED};
 use crate::resources::common::{ManagementPolicy, find_condition};
