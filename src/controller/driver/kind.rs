@@ -203,6 +203,13 @@ pub trait Managed:
         async { Ok(None) }
     }
 
+    /// The remote object this one gave up to be replaced, while no replacement exists yet (an
+    /// API key whose rotation answer was lost): said in Observe, which creates no replacement,
+    /// as the clause after "this `<kind>`" instead of "names no remote object".
+    fn awaiting_replacement(_status: &Self::Status) -> Option<String> {
+        None
+    }
+
     /// True when something besides the spec and the remote object asks for work now (a
     /// rotation whose time has come), so a reconcile must not trust the recorded state.
     fn due_now(&self, _status: &Self::Status) -> bool {

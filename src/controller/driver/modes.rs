@@ -101,7 +101,10 @@ pub(super) async fn observe_mode<K: Managed>(
         }
     }
     let action = if !knows_remote(object, &status) {
-        nothing_to_observe(cx, before, &mut status, "names no remote object (spec.slug, spec.deploymentId or spec.policyId) and has none recorded").await
+        let why = K::awaiting_replacement(&status).unwrap_or_else(|| {
+            "names no remote object (spec.slug, spec.deploymentId or spec.policyId) and has none recorded: adopt an existing object or switch to Full".into()
+        });
+        nothing_to_observe(cx, before, &mut status, &why).await
     } else {
         match K::observe_only(object, cx, &mut status).await {
             Ok(_) if !knows_remote(object, &status) => {
@@ -109,7 +112,7 @@ pub(super) async fn observe_mode<K: Managed>(
                     cx,
                     before,
                     &mut status,
-                    "recorded a remote object that no longer exists",
+                    "recorded a remote object that no longer exists: adopt an existing object or switch to Full",
                 )
                 .await
             }
@@ -138,7 +141,8 @@ fn knows_remote<K: Managed>(object: &K, status: &K::Status) -> bool {
     object.named_remote().is_some() || status.recorded_remote().is_some()
 }
 
-/// `Stalled/NothingToObserve`: Observe never creates, so only a spec change can help.
+/// `Stalled/NothingToObserve`: Observe never creates, so only a spec change can help. `why`
+/// follows "this `<kind>`" and says what to change.
 async fn nothing_to_observe<K: Managed>(
     cx: &Cx<'_, K>,
     before: Option<&K::Status>,
@@ -147,7 +151,7 @@ async fn nothing_to_observe<K: Managed>(
 ) -> Action {
     const REASON: &str = "NothingToObserve";
     let message = format!(
-        "managementPolicy is Observe, which never creates, and this {} {why}: adopt an existing object or switch to Full",
+        "managementPolicy is Observe, which never creates, and this {} {why}",
         K::KIND
     );
     let generation = cx.object.meta().generation;

@@ -69,6 +69,19 @@ impl Managed for ApiKey {
 
     crate::controller::driver::flow::driven!(issuing);
 
+    /// A key given up after its rotation's answer was lost
+    /// ([`crate::controller::driver::rotation::Rotates::give_up_lost`]), before its replacement
+    /// exists: the key still works, but the Secret cannot be given its value.
+    fn awaiting_replacement(status: &ApiKeyStatus) -> Option<String> {
+        let replaced = status
+            .replaced_key
+            .as_deref()
+            .filter(|_| status.id.is_none())?;
+        Some(format!(
+            "gave up API key {replaced}: the answer to its rotation was lost, and with it the value its Secret needs. Switch to Full to create the key that replaces it ({replaced} is deleted once the Secret holds the new value)"
+        ))
+    }
+
     /// A ConfigRollout moved the key (or returned it) since its config was last resolved. An
     /// observed-only key applies nothing, so nothing asks.
     fn asks_for_apply(&self, status: &ApiKeyStatus) -> bool {

@@ -1035,3 +1035,63 @@ async fn an_orphan_released_mid_rotation_marks_its_secret_and_warns() {
     assert_no_leaks(&h, &[]).await;
     h.stop().await;
 }
+
+/// `managementPolicy: Observe` set while a rotation's answer is lost (the operator stopped after
+/// the rotate call, before the Secret write): the key is given up as under Full, but Observe
+/// creates no replacement, so the ApiKey stalls saying which key it gave up and that Full
+/// replaces it (not "names no remote object"), with no remote write; back to Full, the key is
+/// replaced and the given-up one deleted.
+#[tokio::test]
+async fn observe_says_which_key_a_lost_rotation_gave_up_and_full_replaces_it() {
+    let mut h = Harness::start("ak-observe-lost").await;
+    let id =
+        interrupted_rotation(&mut h, "seen", service_key("seen", json!({"trigger": "a"}))).await;
+    h.env
+        .patch_spec::<ApiKey>("seen", json!({"managementPolicy": "Observe"}))
+        .await;
+    h.reset_stats().await;
+    h.restart_operator().await;
+    // Past the longest call (20 s here), a rotation recorded by another process is given up.
+    let stalled = h
+        .wait_for::<ApiKey>("seen", Duration::from_secs(90), |k| {
+            k.stalled_with("NothingToObserve")
+        })
+        .await;
+    let (_, _, message) = stalled.condition("Stalled").unwrap();
+    assert!(
+        message.contains(&format!(
+            "gave up API key {id}: the answer to its rotation was lost"
+        )) && message.contains("Switch to Full"),
+        "{}",
+        message
+    );
+    assert!(!message.contains("names no remote object"), "{}", message);
+    let status = stalled.status.clone().unwrap();
+    assert_eq!(status.replaced_key.as_deref(), Some(id.as_str()));
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    assert_eq!(
+        remote_keys(&h).await.len(),
+        1,
+        "the given-up key still works"
+    );
+
+    h.env
+        .patch_spec::<ApiKey>("seen", json!({"managementPolicy": "Full"}))
+        .await;
+    let settled = h
+        .wait_for::<ApiKey>("seen", WAIT, |k| replaced(k, &id))
+        .await;
+    let new_id = settled.status.unwrap().id.unwrap();
+    let new_key = remote(&h, &new_id).await;
+    assert_eq!(
+        secret_value(&h, "seen-key").await,
+        new_key["key"].as_str().unwrap()
+    );
+    assert_eq!(
+        remote_keys(&h).await.len(),
+        1,
+        "the given-up key is deleted"
+    );
+    assert_no_leaks(&h, &[]).await;
+    h.stop().await;
+}
