@@ -59,7 +59,9 @@ enum Command {
     /// Show what applying manifests would change, reading the management API only
     /// (exit 0 no change, 2 changes, 1 error or conflict).
     Plan(cli::plan::PlanArgs),
-    /// Write every config, deployment and rate-limits policy of the tenant as manifests.
+    /// Write the tenant's objects as manifests: configs, active deployments, guardrails, policies,
+    /// integrations, workspaces, MCP integrations, and with --workspace-id its providers and MCP
+    /// servers.
     Export(cli::export::ExportArgs),
     /// List a Config's remote versions with the revision aigw applied each from, or diff two.
     History(cli::history::HistoryArgs),

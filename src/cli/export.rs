@@ -13,8 +13,9 @@ pub struct ExportArgs {
     /// Directory to write the manifests and `kustomization.yaml` into (created when missing).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Only the configs and rate-limits policies of this workspace (deployments belong to the
-    /// organisation and are always exported).
+    /// Only the configs, guardrails and policies of this workspace, and its providers and MCP
+    /// servers (exported per workspace only). Organisation objects (deployments, cluster
+    /// guardrails, integrations, workspaces, MCP integrations) are always exported.
     #[arg(long, value_name = "ID")]
     workspace_id: Option<String>,
     /// `metadata.namespace` of every manifest; without it, kubectl or kustomize decides.

@@ -38,8 +38,8 @@ pub struct OperatorArgs {
     )]
     namespaces: Vec<String>,
     /// Label selector of the cluster-scoped objects this installation sees, e.g.
-    /// `aigw.io/environment=prod`: the ClusterGuardrails and Integrations it reconciles, and the
-    /// Connections it uses (a resource naming a Connection outside it is another
+    /// `aigw.io/environment=prod`: the cluster-scoped kinds it reconciles (ClusterGuardrail,
+    /// Integration, McpIntegration, SecretReference, Workspace), and the Connections it uses (a resource naming a Connection outside it is another
     /// installation's, left untouched). Default: all.
     #[arg(long, env = "AIGW_CLUSTER_SELECTOR", value_name = "SELECTOR", value_parser = parse_selector)]
     cluster_selector: Option<String>,

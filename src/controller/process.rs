@@ -968,7 +968,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, drift_interval = ?settings.drift_interval, "starting controllers");
     if !settings.namespaces.is_empty() && settings.cluster_selector.is_none() {
         warn!(
-            "--namespace scopes the namespaced kinds only: this installation sees every Connection and takes every unclaimed cluster-scoped object (ClusterGuardrail, Integration); when several installations share the cluster, give each a --cluster-selector and its own --installation-id"
+            "--namespace scopes the namespaced kinds only: this installation sees every Connection and takes every unclaimed cluster-scoped object (ClusterGuardrail, Integration, McpIntegration, SecretReference, Workspace); when several installations share the cluster, give each a --cluster-selector and its own --installation-id"
         );
     }
     let mut tasks = Vec::new();
