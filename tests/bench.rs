@@ -1606,22 +1606,27 @@ struct Emulator {
 
 impl Emulator {
     async fn start(opts: &Opts, token_file: &std::path::Path) -> Self {
-        let port = free_port();
-        let log = std::fs::File::create(opts.out.join("emulator.log")).expect("emulator log");
+        let log_path = opts.out.join("emulator.log");
+        let log = std::fs::File::create(&log_path).expect("emulator log");
+        // The kernel picks the port at the bind (a port picked here and handed over could be
+        // taken in between); the emulator says which in its log.
         let child = Command::new(&opts.bin)
-            .args(["emulator", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["emulator", "--listen", "127.0.0.1:0"])
             .arg("--token-file")
             .arg(token_file)
             .args(["--latency", LATENCY])
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "warn,aigw::cli::emulator=info")
+            .env("NO_COLOR", "1")
             .stdout(Stdio::null())
             .stderr(log)
             .kill_on_drop(true)
             .spawn()
             .expect("cannot start aigw emulator");
+        let addr =
+            support::cli::said_addr(&log_path, "emulator listening", Duration::from_secs(30)).await;
         let emulator = Self {
             child,
-            url: format!("http://127.0.0.1:{port}"),
+            url: format!("http://{addr}"),
             http: reqwest::Client::new(),
         };
         let up = answers_within(&emulator.http, &emulator.stats_url(), 30).await;
@@ -1717,11 +1722,9 @@ impl Operator {
         extra: &[String],
         log_name: &str,
     ) -> Self {
-        let port = free_port();
-        let log = std::fs::File::create(opts.out.join(format!("{log_name}-{}.log", opts.n)))
-            .expect("operator log");
+        let log = opts.out.join(format!("{log_name}-{}.log", opts.n));
         // BENCH_HEAPTRACK=DIR profiles the operator of the steady state after the restart with
-        // heaptrack (DIR/steady-N.zst; its RSS figures are then the wrapper's).
+        // heaptrack (DIR/steady-N.zst; its RSS figures are the operator's under heaptrack).
         let heaptrack = std::env::var("BENCH_HEAPTRACK")
             .ok()
             .filter(|_| log_name == "operator-steady");
@@ -1747,46 +1750,59 @@ impl Operator {
             token_file,
             &kubeconfig,
             &args,
-            log,
-            port,
+            &log,
             heaptrack.is_some(),
         )
         .await
     }
 
     /// Runs `command operator` against the emulator with `args` (its scope: namespaces, the
-    /// Lease, flags) under `kubeconfig` on `port`, logging to `log`, and waits for `/readyz`.
-    #[allow(clippy::too_many_arguments)]
+    /// Lease, flags) under `kubeconfig`, logging to `log`, and waits for `/readyz`. Its metrics
+    /// port is the kernel's pick at the bind, read from the log.
     async fn launch(
         mut command: Command,
         emulator: &Emulator,
         token_file: &std::path::Path,
         kubeconfig: &std::path::Path,
         args: &[String],
-        log: std::fs::File,
-        port: u16,
+        log: &std::path::Path,
         profiled: bool,
     ) -> Self {
+        let file = std::fs::File::create(log).expect("operator log");
+        let program = operator_bin(&command);
         let child = command
             .arg("operator")
             .args(["--management-url", &emulator.url])
             .args(["--gateway-url", &format!("{}/v1", emulator.url)])
             .arg("--token-file")
             .arg(token_file)
-            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-addr", "127.0.0.1:0"])
             // The scope; the Lease and the hash key Secret go where the chart's RBAC lets them.
             .args(args)
             .env("KUBECONFIG", kubeconfig)
+            .env("NO_COLOR", "1")
             .stdout(Stdio::null())
-            .stderr(log)
+            .stderr(file)
             .kill_on_drop(true)
             .spawn()
             .expect("cannot start aigw operator");
-        let pid = child.id().expect("the operator has a pid");
+        let started = child.id().expect("the operator has a pid");
+        let addr = support::cli::said_addr(
+            log,
+            "serving /metrics, /healthz and /readyz",
+            Duration::from_secs(120),
+        )
+        .await;
+        // Under heaptrack the child is its script: the operator is the script's descendant that
+        // runs the binary (its RSS and CPU are what the figures report; it is what is signalled).
+        let pid = match profiled {
+            true => descendant_running(started, &program).expect("the operator under heaptrack"),
+            false => started,
+        };
         let operator = Self {
             child,
             pid,
-            metrics: format!("http://127.0.0.1:{port}"),
+            metrics: format!("http://{addr}"),
             profiled,
         };
         let url = format!("{}/readyz", operator.metrics);
@@ -1842,14 +1858,18 @@ impl Operator {
     async fn kill(&mut self) {
         if self.profiled {
             // heaptrack writes its profile once the program exits by itself.
-            let program = format!("^{} operator", env!("CARGO_BIN_EXE_aigw"));
-            let _ = Command::new("pkill")
-                .args(["-INT", "-f", &program])
-                .status()
-                .await;
+            self.signal("-INT").await;
             let _ = tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await;
         }
         let _ = self.child.kill().await;
+    }
+
+    /// Sends the operator itself (not heaptrack's script) `signal` (`-INT`, `-TERM`).
+    async fn signal(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .args([signal, &self.pid.to_string()])
+            .status()
+            .await;
     }
 }
 
@@ -1911,9 +1931,56 @@ async fn answers_within(http: &reqwest::Client, url: &str, seconds: u64) -> bool
     answered.await.is_some()
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").port()
+/// The operator binary of [`operator_command`]'s `command`: its program, or under heaptrack
+/// its last argument (`heaptrack -o OUT BIN`).
+fn operator_bin(command: &Command) -> std::path::PathBuf {
+    let std = command.as_std();
+    let last = std.get_args().last().map(std::path::PathBuf::from);
+    last.unwrap_or_else(|| std.get_program().into())
+}
+
+/// The pid of `root` or of a descendant of it whose executable is `program`, once one runs
+/// (within 30 s).
+fn descendant_running(root: u32, program: &std::path::Path) -> Option<u32> {
+    let program = std::fs::canonicalize(program).ok()?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let mut parents = std::collections::HashMap::<u32, Vec<u32>>::new();
+        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // The parent is the second field after the `(comm)`.
+            let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+            if let Some(ppid) = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
+                parents.entry(ppid).or_default().push(pid);
+            }
+        }
+        if std::fs::read_link(format!("/proc/{root}/exe"))
+            .ok()
+            .as_deref()
+            == Some(&program)
+        {
+            return Some(root);
+        }
+        let mut todo = vec![root];
+        while let Some(pid) = todo.pop() {
+            for &child in parents.get(&pid).into_iter().flatten() {
+                let exe = std::fs::read_link(format!("/proc/{child}/exe")).ok();
+                if exe.as_deref() == Some(program.as_path()) {
+                    return Some(child);
+                }
+                todo.push(child);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
 }
 
 async fn namespace(kube: &kube::Client, prefix: &str) -> String {

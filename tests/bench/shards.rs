@@ -5,8 +5,6 @@
 
 use super::*;
 
-use std::collections::BTreeSet;
-
 /// How many namespaces the Configs are spread over (the shard key is the namespace).
 const NAMESPACES: usize = 24;
 
@@ -66,16 +64,13 @@ async fn start_shards(
         .ok()
         .filter(|_| phase == "rollout");
     // Every replica starts at once, as a Deployment's pods do, and is waited for together.
-    let mut ports = BTreeSet::new();
-    while ports.len() < replicas {
-        ports.insert(free_port());
-    }
-    let launches = ports.into_iter().enumerate().map(|(r, port)| {
-        let log = std::fs::File::create(
+    let logs: Vec<_> = (0..replicas)
+        .map(|r| {
             opts.out
-                .join(format!("operator-shard{r}-{phase}-{}.log", opts.n)),
-        )
-        .expect("operator log");
+                .join(format!("operator-shard{r}-{phase}-{}.log", opts.n))
+        })
+        .collect();
+    let launches = logs.iter().enumerate().map(|(r, log)| {
         let command = operator_command(opts, heaptrack.as_deref(), &format!("shard{r}-{phase}"));
         Operator::launch(
             command,
@@ -84,7 +79,6 @@ async fn start_shards(
             kubeconfig,
             &args,
             log,
-            port,
             heaptrack.is_some(),
         )
     });
@@ -111,22 +105,8 @@ async fn first_exit(operators: &mut [Operator]) -> String {
 /// lapse), then waits for them to exit.
 async fn terminate(operators: Vec<Operator>) {
     for operator in &operators {
-        // Under heaptrack the child is its script: the operator is found by its metrics port.
-        let signalled = if operator.profiled {
-            let port = operator.metrics.rsplit(':').next().unwrap_or_default();
-            let pattern = format!(
-                "^{} operator .*127.0.0.1:{port}",
-                env!("CARGO_BIN_EXE_aigw")
-            );
-            Command::new("pkill")
-                .args(["-TERM", "-f", &pattern])
-                .status()
-        } else {
-            Command::new("kill")
-                .args(["-TERM", &operator.pid.to_string()])
-                .status()
-        };
-        let _ = signalled.await;
+        // The operator itself, also under heaptrack (whose script is the child).
+        operator.signal("-TERM").await;
     }
     for mut operator in operators {
         let _ = tokio::time::timeout(Duration::from_secs(30), operator.child.wait()).await;

@@ -102,18 +102,7 @@ impl Process {
     /// The `addr` of the first log line that says `message`, once there is one: where an
     /// `aigw` started on port 0 listens.
     pub async fn said_addr(&self, message: &str) -> std::net::SocketAddr {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            if let Some(addr) = addr_in(&log, message) {
-                return addr;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no log line says {message:?} with its addr:\n{log}"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        said_addr(&self.log, message, std::time::Duration::from_secs(30)).await
     }
 
     /// Sends it `signal` (`-TERM`, `-KILL`, `-STOP`, …) with `kill`.
@@ -124,6 +113,27 @@ impl Process {
             .status()
             .unwrap();
         assert!(status.success(), "kill {signal} {pid} failed");
+    }
+}
+
+/// The `addr` of the first line of the log file `log` that says `message`, once there is one
+/// (within `limit`): where an `aigw` started on port 0 listens.
+pub async fn said_addr(
+    log: &std::path::Path,
+    message: &str,
+    limit: std::time::Duration,
+) -> std::net::SocketAddr {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(addr) = addr_in(&text, message) {
+            return addr;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log line says {message:?} with its addr:\n{text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
 
