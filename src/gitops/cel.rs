@@ -72,6 +72,14 @@ impl Rules {
         if let Err(e) = is_sorted {
             return Outcome::Error(format!("isSorted() cannot be declared: {e}"));
         }
+        // Kubernetes' URL library: `isURL(string)`, whether Go's `url.ParseRequestURI` takes it;
+        // read here as an absolute URL.
+        let is_url = context.add_function("isURL", |text: Arc<String>| {
+            reqwest::Url::parse(&text).is_ok()
+        });
+        if let Err(e) = is_url {
+            return Outcome::Error(format!("isURL() cannot be declared: {e}"));
+        }
         if let Err(e) = context.add_variable("self", value) {
             return Outcome::Error(format!("value cannot be bound to self: {e}"));
         }
@@ -93,22 +101,45 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The rules with `rule` compiled.
+    fn compiled(rule: &str) -> Rules {
+        let mut rules = Rules::default();
+        rules.compile(rule);
+        rules
+    }
+
     #[test]
     fn durations_compare_as_kubernetes_does() {
         let rule = "duration(self) >= duration('30m')";
-        let mut rules = Rules::default();
-        rules.compile(rule);
+        let rules = compiled(rule);
         assert_eq!(rules.evaluate(rule, &json!("2h")), Outcome::Pass);
         assert_eq!(rules.evaluate(rule, &json!("1h30m")), Outcome::Pass);
         assert_eq!(rules.evaluate(rule, &json!("29m")), Outcome::Fail);
+    }
+
+    /// A Connection's URL rule, as the apiserver evaluates it (Kubernetes' URL library).
+    #[test]
+    fn urls_are_read_as_kubernetes_reads_them() {
+        let rule = "isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))";
+        let rules = compiled(rule);
+        assert_eq!(
+            rules.evaluate(rule, &json!("https://api.example")),
+            Outcome::Pass
+        );
+        assert_eq!(
+            rules.evaluate(rule, &json!("http://127.0.0.1:8080")),
+            Outcome::Pass
+        );
+        for bad in ["not a url", "::::", "ftp://x y", "ftp://x", "https://"] {
+            assert_eq!(rules.evaluate(rule, &json!(bad)), Outcome::Fail, "{bad}");
+        }
     }
 
     /// The ConfigRollout's steps rule, as the apiserver evaluates it (Kubernetes' list library).
     #[test]
     fn lists_are_sorted_as_kubernetes_says() {
         let rule = "self.map(s, s.weight).isSorted() && self.all(s, self.exists_one(t, t.weight == s.weight))";
-        let mut rules = Rules::default();
-        rules.compile(rule);
+        let rules = compiled(rule);
         let steps = |weights: &[u32]| {
             json!(
                 weights
@@ -126,8 +157,7 @@ mod tests {
     #[test]
     fn exactly_one_of_two_fields() {
         let rule = "has(self.bearerToken) != has(self.oauth2ClientCredentials)";
-        let mut rules = Rules::default();
-        rules.compile(rule);
+        let rules = compiled(rule);
         assert_eq!(
             rules.evaluate(rule, &json!({"bearerToken": {}})),
             Outcome::Pass

@@ -1,5 +1,6 @@
 //! Bounds on every string, list and map of every kind's spec that declares none of its own: at
-//! most [`MAX_STRING`] characters, [`MAX_ITEMS`] items and [`MAX_ENTRIES`] entries.
+//! most [`MAX_STRING`] characters, [`MAX_ITEMS`] items and [`MAX_ENTRIES`] entries; and on every
+//! integer narrower than 64 bits, the range of its Rust type.
 //!
 //! Why: an unbounded field lets one tenant store objects of the apiserver's whole request size
 //! (1.5 MiB) in a field such as `spec.connectionRef.name`, which every watch of the kind, the
@@ -104,6 +105,23 @@ fn bound(schema: &mut JSONSchemaProps) {
         Some("object") if schema.additional_properties.is_some() => {
             schema.max_properties.get_or_insert(MAX_ENTRIES);
         }
+        Some("integer") => {
+            // What the Rust type holds: a larger number would be stored, then fail to decode,
+            // and the watch would leave the object out (a Connection's `burst: 5000000000`).
+            let (least, most) = match schema.format.as_deref() {
+                Some("uint32") => (0.0, f64::from(u32::MAX)),
+                Some("int32") => (f64::from(i32::MIN), f64::from(i32::MAX)),
+                Some("uint16") => (0.0, f64::from(u16::MAX)),
+                Some("uint8") => (0.0, f64::from(u8::MAX)),
+                // The apiserver keeps integers as int64, which every other type here holds
+                // (an unsigned one has its `minimum: 0`).
+                _ => (f64::NEG_INFINITY, f64::INFINITY),
+            };
+            if least.is_finite() {
+                schema.minimum.get_or_insert(least);
+                schema.maximum.get_or_insert(most);
+            }
+        }
         _ => {}
     }
     for property in schema.properties.iter_mut().flat_map(|p| p.values_mut()) {
@@ -124,8 +142,8 @@ fn bound(schema: &mut JSONSchemaProps) {
 mod tests {
     use super::*;
 
-    /// Every string, list and map of every kind's spec has a bound, its own or ours; the
-    /// free-form fields are left to the admission policy.
+    /// Every string, list, map and narrow integer of every kind's spec has a bound, its own or
+    /// ours; the free-form fields are left to the admission policy.
     #[test]
     fn every_spec_string_list_and_map_is_bounded() {
         fn unbounded(schema: &JSONSchemaProps, path: &str, out: &mut Vec<String>) {
@@ -134,6 +152,13 @@ mod tests {
             }
             let missing = match schema.type_.as_deref() {
                 Some("string") => schema.enum_.is_none() && schema.max_length.is_none(),
+                Some("integer") => {
+                    let narrow = matches!(
+                        schema.format.as_deref(),
+                        Some("uint32" | "int32" | "uint16" | "uint8")
+                    );
+                    narrow && (schema.maximum.is_none() || schema.minimum.is_none())
+                }
                 Some("array") => schema.max_items.is_none(),
                 Some("object") => {
                     schema.additional_properties.is_some() && schema.max_properties.is_none()

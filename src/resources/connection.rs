@@ -9,6 +9,8 @@ use super::common::conditions_schema;
 
 /// How aigw reaches and authenticates to the management API. Namespaced resources name it in
 /// `spec.connectionRef.name` (default `default`).
+// kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
+#[allow(clippy::duplicated_attributes)]
 #[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
@@ -20,15 +22,22 @@ use super::common::conditions_schema;
     shortname = "aigwconn",
     category = "aigw",
     status = "ConnectionStatus",
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
     printcolumn(name = "URL", type_ = "string", json_path = ".spec.managementUrl")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionSpec {
     /// Root of the management API, e.g. `https://api.apps.paloaltonetworks.com`; the paths
     /// `/ai_gw/v2…` and `/ai_gw/admin/v2…` are appended.
+    #[x_kube(validation = Rule::new("isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))").message("spec.managementUrl must be an http:// or https:// URL"))]
     #[schemars(length(min = 1))]
     pub management_url: String,
     /// The gateway address including `/v1`, e.g. `https://gateway.example/v1`.
+    #[x_kube(validation = Rule::new("isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))").message("spec.gatewayUrl must be an http:// or https:// URL"))]
     pub gateway_url: Option<String>,
     /// How to obtain the bearer token.
     pub auth: ConnectionAuth,
@@ -48,12 +57,15 @@ pub struct ConnectionSpec {
     /// means all namespaces.
     pub allowed_namespaces: Option<Vec<String>>,
     /// Label selector of the namespaces whose resources may use this connection.
+    #[x_kube(validation = Rule::new("!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))").message("spec.namespaceSelector.matchExpressions: operator must be In, NotIn, Exists or DoesNotExist, with values for In and NotIn and none for Exists and DoesNotExist"))]
     pub namespace_selector: Option<LabelSelector>,
     /// Tenancy rules: which namespaces may use this connection, for which workspaces, and
     /// whether they may adopt remote objects aigw did not create. When set, a namespace must
     /// match at least one grant (in addition to allowedNamespaces/namespaceSelector); its
     /// workspaces are the union of its grants', and it may adopt if any of its grants says so.
     /// Absent: every allowed namespace may manage any workspace and adopt (single-team installs).
+    /// At most 100 grants (each selector's check is paid for every grant the schema allows).
+    #[schemars(length(max = 100))]
     pub grants: Option<Vec<Grant>>,
 }
 
@@ -180,6 +192,7 @@ pub struct Grant {
     /// The namespaces this grant is for.
     pub namespaces: Option<Vec<String>>,
     /// Or: a label selector of the namespaces this grant is for.
+    #[x_kube(validation = Rule::new("!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))").message("spec.grants[].namespaceSelector.matchExpressions: operator must be In, NotIn, Exists or DoesNotExist, with values for In and NotIn and none for Exists and DoesNotExist"))]
     pub namespace_selector: Option<LabelSelector>,
     /// Workspace ids (UUIDs) whose objects these namespaces may manage: the `workspaceId` of
     /// Configs and RateLimitsPolicies (which must then be set), the workspace of an adopted
@@ -237,10 +250,11 @@ pub struct BearerTokenAuth {
 
 /// OAuth2 client-credentials grant.
 #[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OAuth2ClientCredentials {
     /// Token endpoint, e.g. `https://auth.apps.paloaltonetworks.com/oauth2/access_token`.
+    #[x_kube(validation = Rule::new("isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))").message("spec.auth.oauth2ClientCredentials.tokenUrl must be an http:// or https:// URL"))]
     #[schemars(length(min = 1))]
     pub token_url: String,
     /// Scope to request, e.g. `tsg_id:1234567890`.
@@ -290,10 +304,11 @@ pub struct SecretKeyRef {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.value) != has(self.valueFrom)").message("a header needs exactly one of value or valueFrom"))]
 pub struct Header {
-    /// Header name, e.g. `x-tsg-id`.
-    #[schemars(length(min = 1))]
+    /// Header name, e.g. `x-tsg-id`: an HTTP token (letters, digits and ``!#$%&'*+-.^_`|~``).
+    #[schemars(length(min = 1), regex(pattern = r"^[-!#$%&'*+.^_`|~0-9A-Za-z]+$"))]
     pub name: String,
-    /// Literal value.
+    /// Literal value: visible characters, spaces and tabs (no line breaks).
+    #[schemars(regex(pattern = r"^[\t\x20-\x7e\x80-\x{10FFFF}]*$"))]
     pub value: Option<String>,
     /// Value taken from a Secret.
     pub value_from: Option<HeaderValueFrom>,

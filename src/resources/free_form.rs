@@ -304,6 +304,19 @@ fn credential_refusal(level: &Field) -> Value {
     })
 }
 
+/// The rules of the kind `kind` that read the object's namespace, which a CRD's CEL cannot see
+/// (only its name): a Guardrail names McpServers of its own namespace.
+fn namespace_rules(kind: &str) -> Vec<Value> {
+    match kind {
+        "Guardrail" => vec![json!({
+            "expression": "!has(object.spec.mcpServers) || object.spec.mcpServers.all(s, !has(s.mcpServerRef) || !has(s.mcpServerRef.namespace) || s.mcpServerRef.namespace == object.metadata.namespace)",
+            "message": "spec.mcpServers[].mcpServerRef.namespace: a Guardrail names McpServers of its own namespace (leave namespace out); a ClusterGuardrail names those of any namespace",
+            "reason": "Invalid",
+        })],
+        _ => Vec::new(),
+    }
+}
+
 /// The name of the admission policy (and its binding) of the kind `plural`.
 pub fn policy_name(crd: &CustomResourceDefinition) -> String {
     format!("aigw-free-form-limits.{}", crd.spec.names.plural)
@@ -324,7 +337,8 @@ pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
         .as_ref()?;
     let fields = fields(root);
     let credentials = credential_levels(root);
-    if fields.is_empty() && credentials.is_empty() {
+    let namespaced = namespace_rules(&crd.spec.names.kind);
+    if fields.is_empty() && credentials.is_empty() && namespaced.is_empty() {
         return None;
     }
     let mut validations = Vec::new();
@@ -343,6 +357,7 @@ pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
         }));
     }
     validations.extend(credentials.iter().map(credential_refusal));
+    validations.extend(namespaced);
     let name = policy_name(crd);
     let mut policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",

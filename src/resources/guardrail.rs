@@ -88,6 +88,7 @@ pub struct GuardrailSpec {
 #[x_kube(validation = rules::fixed_defaulting("target", "llm", "ClusterGuardrail"))]
 #[x_kube(validation = rules::same_connection("ClusterGuardrail"))]
 #[x_kube(validation = Rule::new("!has(self.promotion) || self.promotion.after.all(a, !has(a.namespace))").field_path(".promotion.after").reason(Reason::FieldValueForbidden).message("spec.promotion.after of a ClusterGuardrail names other ClusterGuardrails, which are cluster-scoped: leave namespace out"))]
+#[x_kube(validation = Rule::new("!has(self.mcpServers) || self.mcpServers.all(s, !has(s.mcpServerRef) || has(s.mcpServerRef.namespace))").field_path(".mcpServers").reason(Reason::FieldValueRequired).message("spec.mcpServers[].mcpServerRef of a ClusterGuardrail must set namespace: McpServers are namespaced, and a ClusterGuardrail has none of its own"))]
 pub struct ClusterGuardrailSpec {
     /// The guardrail, said as a `Guardrail` says it (without a workspace).
     #[serde(flatten)]
@@ -158,7 +159,7 @@ pub struct GuardrailDefinition {
     /// the guardrail's mappings wait, `McpServerNotReady`).
     #[schemars(length(max = 256))]
     #[x_kube(validation = Rule::new("self.all(s, !has(s.id) || self.exists_one(t, has(t.id) && t.id == s.id))").message("spec.mcpServers names one MCP server twice"))]
-    #[x_kube(validation = Rule::new("self.all(s, !has(s.mcpServerRef) || self.exists_one(t, has(t.mcpServerRef) && t.mcpServerRef.name == s.mcpServerRef.name))").message("spec.mcpServers names one McpServer (by name) twice"))]
+    #[x_kube(validation = Rule::new("self.all(s, !has(s.mcpServerRef) || self.exists_one(t, has(t.mcpServerRef) && t.mcpServerRef == s.mcpServerRef))").message("spec.mcpServers names one McpServer (by namespace and name) twice"))]
     pub mcp_servers: Option<Vec<GuardrailMcpServer>>,
 }
 embeds_managed!(GuardrailDefinition, ManagedSpec);

@@ -388,3 +388,138 @@ async fn integration_provider_and_api_key_identities_are_immutable() {
         .unwrap();
     env.cleanup().await;
 }
+
+/// What admission let through before (the admission attack of stop 80), now refused naming the
+/// field: a number wider than the type aigw reads, a label selector the operator cannot build, a
+/// URL or header no client can send, and McpServer references a guardrail cannot resolve. A
+/// ClusterGuardrail naming two namesake McpServers of two namespaces is valid.
+#[tokio::test]
+async fn connections_and_guardrail_references_are_checked_at_admission() {
+    let env = TestEnv::new("crds-checked").await;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let cluster = |kind: &str, plural: &str| {
+        Api::<DynamicObject>::all_with(env.client.clone(), &support::aigw_resource(kind, plural))
+    };
+    let secret = json!({"name": "t", "key": "token", "namespace": env.namespace});
+    let connection = |change: &dyn Fn(&mut Value)| {
+        let mut spec = json!({"managementUrl": "https://api.example",
+                              "auth": {"bearerToken": {"secretRef": secret.clone()}}});
+        change(&mut spec);
+        object("Connection", "checked", spec)
+    };
+    let connections = cluster("Connection", "connections");
+    let refused = |created, what: &str| support::refusal(created, what.to_string());
+    type Change<'a> = &'a dyn Fn(&mut Value);
+    let cases: [(Change, &[&str]); 7] = [
+        (
+            &|s| s["burst"] = json!(5_000_000_000u64),
+            &["spec.burst", "4294967295"],
+        ),
+        (
+            &|s| s["grants"] = json!([{"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Foo"}]}}]),
+            &[
+                "spec.grants[0].namespaceSelector",
+                "In, NotIn, Exists or DoesNotExist",
+            ],
+        ),
+        (
+            &|s| {
+                s["namespaceSelector"] =
+                    json!({"matchExpressions": [{"key": "a", "operator": "In"}]})
+            },
+            &["spec.namespaceSelector", "with values for In and NotIn"],
+        ),
+        (
+            &|s| s["managementUrl"] = json!("not a url"),
+            &["spec.managementUrl", "http:// or https:// URL"],
+        ),
+        (
+            &|s| s["gatewayUrl"] = json!("ftp://gateway.example/v1"),
+            &["spec.gatewayUrl", "http:// or https:// URL"],
+        ),
+        (
+            &|s| s["headers"] = json!([{"name": "x-tsg-id", "value": "1\r\nx-evil: 1"}]),
+            &["spec.headers[0].value"],
+        ),
+        (
+            &|s| s["headers"] = json!([{"name": "x tsg", "value": "1"}]),
+            &["spec.headers[0].name"],
+        ),
+    ];
+    for (change, mentions) in cases {
+        let created = connections.create(&dry_run, &connection(change)).await;
+        support::assert_mentions(&refused(created, &format!("{mentions:?}")), mentions);
+    }
+    let oauth = json!({"tokenUrl": "::::", "clientIdRef": secret, "clientSecretRef": secret});
+    let created = connections
+        .create(
+            &dry_run,
+            &connection(&|s| s["auth"] = json!({"oauth2ClientCredentials": oauth})),
+        )
+        .await;
+    let message = refused(created, "a token URL");
+    support::assert_mentions(&message, &["spec.auth.oauth2ClientCredentials.tokenUrl"]);
+    connections
+        .create(
+            &dry_run,
+            &connection(&|s| s["burst"] = json!(4_294_967_295u64)),
+        )
+        .await
+        .expect("the largest burst aigw reads is valid");
+
+    // McpServers by reference: a ClusterGuardrail says each one's namespace, and may name two
+    // namesakes of two namespaces; a Guardrail names only those of its own namespace.
+    let guardrail = |servers: Value| {
+        json!({"name": "tools", "target": "mcp_tools", "mcpServers": servers,
+               "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}}]})
+    };
+    let cluster_guardrails = cluster("ClusterGuardrail", "clusterguardrails");
+    let namesakes = json!([{"mcpServerRef": {"name": "github", "namespace": "team-a"}},
+                           {"mcpServerRef": {"name": "github", "namespace": "team-b"}}]);
+    let spec = guardrail(namesakes);
+    cluster_guardrails
+        .create(&dry_run, &object("ClusterGuardrail", "checked", spec))
+        .await
+        .expect("two namesake McpServers of two namespaces are two servers");
+    let spec = guardrail(json!([{"mcpServerRef": {"name": "github"}}]));
+    let created = cluster_guardrails
+        .create(&dry_run, &object("ClusterGuardrail", "checked", spec))
+        .await;
+    let message = refused(
+        created,
+        "a ClusterGuardrail's reference without a namespace",
+    );
+    support::assert_mentions(&message, &["spec.mcpServers", "must set namespace"]);
+    let guardrails = dynamic_api(&env, "Guardrail", "guardrails");
+    let mut spec =
+        guardrail(json!([{"mcpServerRef": {"name": "github", "namespace": "kube-system"}}]));
+    spec["workspaceId"] = json!("9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c");
+    // The admission policy refuses it; installed with the CRDs, it may take a moment longer to
+    // be in force than the Config's, which the install waits for.
+    let created = support::wait_until(std::time::Duration::from_secs(15), || async {
+        let created = guardrails
+            .create(&dry_run, &object("Guardrail", "checked", spec.clone()))
+            .await;
+        created.is_err().then_some(created)
+    })
+    .await
+    .expect("the apiserver accepted a Guardrail's reference to another namespace");
+    let message = refused(created, "a Guardrail's reference to another namespace");
+    support::assert_mentions(
+        &message,
+        &[
+            "spec.mcpServers[].mcpServerRef.namespace",
+            "its own namespace",
+        ],
+    );
+    spec["mcpServers"][0]["mcpServerRef"]["namespace"] = json!(env.namespace);
+    guardrails
+        .create(&dry_run, &object("Guardrail", "checked", spec))
+        .await
+        .expect("a Guardrail may name its own namespace");
+
+    env.cleanup().await;
+}
