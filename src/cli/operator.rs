@@ -119,8 +119,9 @@ pub struct OperatorArgs {
     #[arg(long, env = "AIGW_GRANTS_FILE", value_name = "FILE")]
     grants_file: Option<PathBuf>,
     /// The only namespace Connections may read Secrets from (tokens, client credentials,
-    /// header values). Default: the operator's own namespace (`POD_NAMESPACE`); when that is
-    /// unknown too, any namespace.
+    /// header values), and where cluster-scoped resources read theirs. Default: the operator's
+    /// own namespace (`POD_NAMESPACE`); when that is unknown too, Connections read any
+    /// namespace and a cluster-scoped resource naming a Secret stalls (`OperatorSettings`).
     #[arg(long, env = "AIGW_CONNECTION_SECRET_NAMESPACE", value_name = "NS")]
     connection_secret_namespace: Option<String>,
     /// Read everything and write nothing: no management-API write, no status, finalizer or

@@ -55,6 +55,11 @@ pub enum Error {
     /// State that aigw must not invent is missing (for example a lost one-time credential).
     #[error("{0}")]
     MissingState(String),
+    /// The operator was started without a setting this object needs (a cluster-scoped
+    /// resource's Secrets with no `--connection-secret-namespace`): not the spec's fault, so it
+    /// is looked at again, and a restart with the setting takes it up at once.
+    #[error("{0}")]
+    OperatorSettings(String),
 }
 
 impl Error {
@@ -110,6 +115,7 @@ impl Error {
             Self::Connection(_) => true,
             Self::InvalidSpec(_)
             | Self::MissingState(_)
+            | Self::OperatorSettings(_)
             | Self::NotAllowed { .. }
             | Self::AlreadyManaged(_)
             | Self::SecretConflict(_)
@@ -132,6 +138,7 @@ impl Error {
             Self::SecretConflict(_) => "SecretConflict",
             Self::SecretNotWritable(_) => "SecretNotWritable",
             Self::MissingState(_) => "MissingState",
+            Self::OperatorSettings(_) => "OperatorSettings",
         }
     }
 

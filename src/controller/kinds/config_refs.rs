@@ -811,8 +811,8 @@ fn secrets_namespace(object: &impl ReadsSecrets, ctx: &Context) -> Result<Secret
             named,
         })
         .ok_or_else(|| {
-            Error::InvalidSpec(
-                "spec.secretRefs: a cluster-scoped resource reads Secrets from the namespace the operator reads Connection Secrets from (--connection-secret-namespace, or its own POD_NAMESPACE), and this operator has none".into(),
+            Error::OperatorSettings(
+                "a cluster-scoped resource reads the Secrets it names (secretRefs, keySecretRef) from the namespace the operator reads Connection Secrets from (--connection-secret-namespace, or its own POD_NAMESPACE), and this operator has none: start it with --connection-secret-namespace".into(),
             )
         })
 }

@@ -837,3 +837,30 @@ async fn model_access_is_applied_with_one_put_and_kept() {
     assert_eq!(h.count(PUT_MODELS).await, 3, "{}", h.stats().await);
     h.stop().await;
 }
+
+/// An operator started without `--connection-secret-namespace` cannot read a cluster-scoped
+/// resource's Secrets: the Integration stalls saying which setting it lacks (a setting, not
+/// the spec: reason `OperatorSettings`, the message readable, not masked), and the restart with
+/// the setting takes it up without a spec change.
+#[tokio::test]
+async fn an_operator_without_a_secret_namespace_says_so_and_its_restart_with_one_takes_it_up() {
+    let mut h = with_readable_key("int-nosecretns").await;
+    let namespace = h.env.namespace.clone();
+    h.restart_operator_with_secret_namespace(None).await;
+    create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+    let stalled = h
+        .wait_cluster::<Integration>("openai", WAIT, |i| i.stalled_with("OperatorSettings"))
+        .await;
+    let (_, _, message) = stalled.condition("Stalled").unwrap();
+    assert!(
+        message.contains("start it with --connection-secret-namespace")
+            && message.contains("keySecretRef")
+            && !message.contains("<masked>"),
+        "{message}"
+    );
+    h.restart_operator_with_secret_namespace(Some(namespace))
+        .await;
+    h.wait_cluster::<Integration>("openai", WAIT, |i| i.ready())
+        .await;
+    h.stop().await;
+}

@@ -330,6 +330,13 @@ impl Harness {
         self.restart_operator_with(config).await;
     }
 
+    /// Restarts the operator with `--connection-secret-namespace` set to `namespace` (none: an
+    /// operator started without it), its RBAC unchanged.
+    pub async fn restart_operator_with_secret_namespace(&mut self, namespace: Option<String>) {
+        self.secret_namespace = namespace;
+        self.restart_operator().await;
+    }
+
     /// Stops the controllers and starts new ones whose management API client is built from
     /// `config`.
     async fn restart_operator_with(&mut self, config: ClientConfig) {
