@@ -694,22 +694,28 @@ impl<'a, K: Managed> Cx<'a, K> {
         self.object.namespace().unwrap_or_default()
     }
 
+    /// Publishes a Normal event about this object (after its claim: `Self::settle_claim`).
+    pub async fn note(&self, reason: &str, message: &str) {
+        self.event(EventType::Normal, reason, message).await;
+    }
+
     /// Publishes a Warning event about this object (after its claim: `Self::settle_claim`).
     pub async fn warn(&self, reason: &str, message: &str) {
+        self.event(EventType::Warning, reason, message).await;
+    }
+
+    /// Publishes an event of `type_` about this object once its claim is settled, its message
+    /// scrubbed.
+    async fn event(&self, type_: EventType, reason: &str, message: &str) {
         if self.settle_claim().await.is_err() {
             return;
         }
-        // Told once: this reconcile goes on rather than leave for its Connection's line and
-        // tell it again when it comes back.
-        self.warned.store(true, std::sync::atomic::Ordering::SeqCst);
-        publish(
-            self.ctx,
-            self.object,
-            EventType::Warning,
-            reason,
-            &self.scrub(message),
-        )
-        .await;
+        if type_ == EventType::Warning {
+            // Told once: this reconcile goes on rather than leave for its Connection's line
+            // and tell it again when it comes back.
+            self.warned.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        publish(self.ctx, self.object, type_, reason, &self.scrub(message)).await;
     }
 
     /// Writes `status` now, before a call whose outcome might be lost (intent records) or right

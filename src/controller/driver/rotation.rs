@@ -172,6 +172,9 @@ pub async fn floored_interval<K: Rotates>(
     interval
 }
 
+/// The reason of the Normal event saying a rotation waits for `--rotation-spacing`.
+pub const ROTATION_HELD: &str = "RotationHeld";
+
 /// Whether a rotation is in flight or due: the reconcile must not be skipped.
 pub fn rotation_pending<K: Rotates>(object: &K, rotation: &RotationStatus) -> bool {
     rotation.pending_rotation.is_some() || rotation_due(object, rotation).is_some()
@@ -208,7 +211,13 @@ pub async fn rotate_if_due<K: Rotates>(
         match spaced_until(rotation.last_rotated_at.as_deref(), spacing) {
             Some(until) => {
                 if rotation.rotation_held_until.as_deref() != Some(until.as_str()) {
-                    tracing::info!(held_until = %until, "{why}: the rotation waits for the spacing after the last one (--rotation-spacing)");
+                    let message = format!(
+                        "{why}: the rotation waits until {until}, --rotation-spacing after the last one"
+                    );
+                    tracing::info!(held_until = %until, "{message}");
+                    // Said once per hold, where `kubectl describe` shows it: nothing else
+                    // tells why a changed trigger rotated nothing yet.
+                    cx.note(ROTATION_HELD, &message).await;
                 }
                 rotation.rotation_held_until = Some(until);
                 return Ok(None);

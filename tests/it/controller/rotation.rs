@@ -960,6 +960,19 @@ async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
         assert!(after >= 8.0, "rotated {after} s after the last rotation");
         assert_eq!(h.count(rotations).await, n, "{}", h.stats().await);
     }
+    // A hold is said where `kubectl describe` shows it (the second as a repeat of the first:
+    // the event recorder counts events of one reason as a series).
+    let events = h.env.events_text().await;
+    let held: Vec<&str> = events
+        .lines()
+        .filter(|l| l.contains("RotationHeld"))
+        .collect();
+    assert!(!held.is_empty(), "{events}");
+    assert!(
+        held.iter()
+            .all(|l| l.contains("spec.rotation.trigger changed: the rotation waits until")),
+        "{events}"
+    );
     h.stop().await;
 }
 
