@@ -194,7 +194,8 @@ enum ConfigsCommand {
     /// between two of them (by `version_id`), secrets masked.
     Versions {
         slug: String,
-        /// Print what changed from version A to version B instead of the list.
+        /// Print what changed from version A to version B instead of the list (each a
+        /// `version_id`, or a start of one no other version shares).
         #[arg(long, num_args = 2, value_names = ["A", "B"])]
         diff: Option<Vec<String>>,
     },
@@ -474,11 +475,15 @@ async fn configs(client: &Client, cmd: ConfigsCommand) -> anyhow::Result<()> {
             diff: Some(pair),
         } => {
             let versions = api.versions(&slug).await?;
+            let (a, b) = (
+                resolve_version(&slug, &versions, &pair[0])?,
+                resolve_version(&slug, &versions, &pair[1])?,
+            );
             // No Config names which paths come from Secrets here: `aigw history` knows them.
             write_stdout(&version_diff(
                 &slug,
                 &versions,
-                (&pair[0], &pair[1]),
+                (&a, &b),
                 &Default::default(),
                 &[],
             )?)
@@ -668,6 +673,37 @@ fn parse_header(raw: &str) -> Result<(String, String), String> {
     }
 }
 
+/// The `version_id` of config `slug` that `id` names: the id itself, or the one version whose
+/// id starts with it (`5a2c09de`, as `aigw history` lists them), as git takes a short commit.
+pub(crate) fn resolve_version(
+    slug: &str,
+    versions: &[aigw::api::ConfigVersion],
+    id: &str,
+) -> anyhow::Result<String> {
+    let ids: Vec<&str> = versions
+        .iter()
+        .filter_map(|v| v.detail.version_id.as_deref())
+        .collect();
+    if ids.contains(&id) {
+        return Ok(id.to_string());
+    }
+    let starting: Vec<&str> = match id.is_empty() {
+        true => Vec::new(),
+        false => ids.into_iter().filter(|v| v.starts_with(id)).collect(),
+    };
+    match starting.as_slice() {
+        [one] => Ok(one.to_string()),
+        [] => anyhow::bail!(
+            "config {slug} has no version {id} (nor one whose id starts with it): `aigw api configs versions {slug}` lists them"
+        ),
+        many => anyhow::bail!(
+            "{id} starts {} versions of config {slug} ({}): give more of the id",
+            many.len(),
+            many.join(", ")
+        ),
+    }
+}
+
 /// The change from version `a` to version `b` of config `slug` (by `version_id`), as a line
 /// diff of the documents. A secret (by the one secret list, and every value at `secret_refs`,
 /// the pointers a Config fills from Secrets) shows as `<masked>` on A's side and
@@ -756,5 +792,32 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
     match writeln!(out, "{text}").and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn versions(ids: &[&str]) -> Vec<aigw::api::ConfigVersion> {
+        ids.iter()
+            .map(|id| serde_json::from_value(serde_json::json!({"version_id": id})).unwrap())
+            .collect()
+    }
+
+    /// A version is named by its id or by the start of it, as `aigw history` lists them; a start
+    /// two versions share, or none has, is refused saying so.
+    #[test]
+    fn a_version_is_named_by_its_id_or_a_start_only_it_has() {
+        let all = versions(&["5a2c09de-20b4", "13be36d7-2503", "13be99aa-0000"]);
+        let resolve = |id: &str| resolve_version("pc-x", &all, id);
+        assert_eq!(resolve("5a2c09de-20b4").unwrap(), "5a2c09de-20b4");
+        assert_eq!(resolve("5a2c").unwrap(), "5a2c09de-20b4");
+        assert_eq!(resolve("13be36").unwrap(), "13be36d7-2503");
+        let shared = resolve("13be").unwrap_err().to_string();
+        assert!(shared.contains("starts 2 versions"), "{shared}");
+        let none = resolve("ffff").unwrap_err().to_string();
+        assert!(none.contains("has no version ffff"), "{none}");
+        assert!(resolve("").is_err());
     }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::plan::{TargetArgs, client, live};
-use crate::cli::api::version_diff;
+use crate::cli::api::{resolve_version, version_diff};
 use aigw::resources::Config;
 
 #[derive(clap::Args)]
@@ -16,7 +16,8 @@ pub struct HistoryArgs {
     /// Its namespace; default: the kubeconfig context's.
     #[arg(long, short = 'n', value_name = "NS")]
     namespace: Option<String>,
-    /// Print the change from version A to version B (`version_id`s) instead of the list; a
+    /// Print the change from version A to version B (`version_id`s, or starts of them no other
+    /// version shares) instead of the list; a
     /// secret shows as `<masked>`, `<masked, changed>` on B's side when it changed.
     #[arg(long, num_args = 2, value_names = ["A", "B"])]
     diff: Option<Vec<String>>,
@@ -56,7 +57,11 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
         .versions(&slug)
         .await
         .with_context(|| format!("failed to list the versions of config {slug}"))?;
-    if let Some(pair) = &args.diff {
+    if let Some(given) = &args.diff {
+        let pair = [
+            resolve_version(&slug, &versions, &given[0])?,
+            resolve_version(&slug, &versions, &given[1])?,
+        ];
         // Every Secret this Config named, now or in a version it recorded, is read and its
         // value hidden wherever it sits; one that cannot be read hides by its key names.
         let mut refs = config.spec.secret_refs.clone();
