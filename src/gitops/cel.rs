@@ -72,13 +72,43 @@ impl Rules {
         if let Err(e) = is_sorted {
             return Outcome::Error(format!("isSorted() cannot be declared: {e}"));
         }
-        // Kubernetes' URL library: `isURL(string)`, whether Go's `url.ParseRequestURI` takes it;
-        // read here as an absolute URL.
-        let is_url = context.add_function("isURL", |text: Arc<String>| {
-            reqwest::Url::parse(&text).is_ok()
+        // Kubernetes' URL library: `isURL(string)`, `url(string)` and its `getHostname()` and
+        // `getPort()`, read with the parser the operator's client uses (see [`parsed_url`]).
+        let is_url = context.add_function("isURL", |text: Arc<String>| parsed_url(&text).is_some());
+        // `url(s)` stays the text: its getters parse it.
+        let url = context.add_function("url", |text: Arc<String>| text);
+        let hostname = context.add_function("getHostname", |This(text): This<Arc<String>>| {
+            let host = parsed_url(&text).and_then(|u| u.host_str().map(str::to_string));
+            // Go's `Hostname()` leaves out an IPv6 address's brackets.
+            host.unwrap_or_default()
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string()
         });
-        if let Err(e) = is_url {
-            return Outcome::Error(format!("isURL() cannot be declared: {e}"));
+        let port = context.add_function("getPort", |This(text): This<Arc<String>>| {
+            // The port as written (the parser drops a scheme's default port, Go keeps it).
+            let authority = text.split_once("://").map_or("", |(_, rest)| rest);
+            let authority = authority.split(['/', '?', '#']).next().unwrap_or("");
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            let after_host = match host.strip_prefix('[') {
+                Some(v6) => v6.split_once(']').map_or("", |(_, rest)| rest),
+                None => host,
+            };
+            after_host
+                .rsplit_once(':')
+                .map_or(String::new(), |(_, port)| port.to_string())
+        });
+        for (name, declared) in [
+            ("isURL", is_url),
+            ("url", url),
+            ("getHostname", hostname),
+            ("getPort", port),
+        ] {
+            if let Err(e) = declared {
+                return Outcome::Error(format!("{name}() cannot be declared: {e}"));
+            }
         }
         if let Err(e) = context.add_variable("self", value) {
             return Outcome::Error(format!("value cannot be bound to self: {e}"));
@@ -90,6 +120,24 @@ impl Rules {
             Err(e) => Outcome::Error(format!("rule failed to evaluate: {e}")),
         }
     }
+}
+
+/// `text` as a URL, when Go's `url.ParseRequestURI` (Kubernetes' `isURL`) would take it too,
+/// as far as the rules need: no control character, space or backslash, every `%` escape whole
+/// (Go refuses what the WHATWG parser mends), and absolute.
+fn parsed_url(text: &str) -> Option<reqwest::Url> {
+    let bytes = text.as_bytes();
+    let escapes_whole = bytes.iter().enumerate().all(|(i, b)| {
+        *b != b'%'
+            || (bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+    });
+    let clean = !text
+        .chars()
+        .any(|c| c.is_control() || c == ' ' || c == '\\');
+    (escapes_whole && clean)
+        .then(|| reqwest::Url::parse(text).ok())
+        .flatten()
 }
 
 fn reads_old_self(rule: &str) -> bool {
@@ -117,21 +165,40 @@ mod tests {
         assert_eq!(rules.evaluate(rule, &json!("29m")), Outcome::Fail);
     }
 
-    /// A Connection's URL rule, as the apiserver evaluates it (Kubernetes' URL library).
+    /// A Connection's URL rule, as the apiserver evaluates it (Kubernetes' URL library and
+    /// `matches`), on the values an attack tried.
     #[test]
     fn urls_are_read_as_kubernetes_reads_them() {
-        let rule = "isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))";
+        let rule = crate::resources::connection::HTTP_URL;
         let rules = compiled(rule);
-        assert_eq!(
-            rules.evaluate(rule, &json!("https://api.example")),
-            Outcome::Pass
-        );
-        assert_eq!(
-            rules.evaluate(rule, &json!("http://127.0.0.1:8080")),
-            Outcome::Pass
-        );
-        for bad in ["not a url", "::::", "ftp://x y", "ftp://x", "https://"] {
-            assert_eq!(rules.evaluate(rule, &json!(bad)), Outcome::Fail, "{bad}");
+        for good in [
+            "https://api.example",
+            "http://127.0.0.1:8080",
+            "HTTPS://api.example.com",
+            "http://[::1]:8080/api",
+            "https://bücher.example/v1",
+            "http://my-svc.my-ns.svc.cluster.local:8080/",
+        ] {
+            assert_eq!(rules.evaluate(rule, &json!(good)), Outcome::Pass, "{good}");
+        }
+        for bad in [
+            "not a url",
+            "::::",
+            "ftp://x y",
+            "ftp://x",
+            "https://",
+            "http://:8080",
+            "http://x:99999",
+            "https://api.example.com/base?x=1",
+            "https://api.example.com/#frag",
+            "https:///path",
+            "https://api.example.com\n",
+            "https://api.example.com ",
+            "http://x/%zz",
+            "http://x\\y",
+            "http://exa\tmple.com",
+        ] {
+            assert_eq!(rules.evaluate(rule, &json!(bad)), Outcome::Fail, "{bad:?}");
         }
     }
 

@@ -374,7 +374,15 @@ pub fn type_matches(expected: &str, value: &Value) -> Option<bool> {
         "array" => value.is_array(),
         "string" => value.is_string(),
         "boolean" => value.is_boolean(),
-        "integer" => value.is_i64() || value.is_u64(),
+        // A whole number written with a fraction (`20.0`) is an integer, as JSON Schema and the
+        // apiserver (which stores it as `20`) read it.
+        "integer" => {
+            value.is_i64()
+                || value.is_u64()
+                || value
+                    .as_f64()
+                    .is_some_and(|f| f.is_finite() && f.fract() == 0.0)
+        }
         "number" => value.is_number(),
         _ => return None,
     })

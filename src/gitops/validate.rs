@@ -516,6 +516,7 @@ fn checked_object(
     let mut violations = Vec::new();
     operator_checks(&object, &mut violations);
     rotation_floor(&object, min_rotation_interval, &mut violations);
+    own_namespace_servers(&object, &mut violations);
     if violations.is_empty() {
         Ok(object)
     } else {
@@ -525,12 +526,12 @@ fn checked_object(
 
 fn typed(kind: &str, value: &Value) -> Result<Object, String> {
     fn parse<T: DeserializeOwned>(value: &Value) -> Result<Box<T>, String> {
-        serde_json::from_value(value.clone())
-            .map(Box::new)
-            .map_err(|e| {
-                let said = crate::api::secret_fields::without_decoded_values(&e.to_string());
-                format!("does not decode: {said}")
-            })
+        let mut value = value.clone();
+        whole_numbers(&mut value);
+        serde_json::from_value(value).map(Box::new).map_err(|e| {
+            let said = crate::api::secret_fields::without_decoded_values(&e.to_string());
+            format!("does not decode: {said}")
+        })
     }
     Ok(match kind {
         "Config" => Object::Config(parse(value)?),
@@ -550,6 +551,21 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
         "ConfigRollout" => Object::ConfigRollout(parse(value)?),
         other => return Err(format!("unknown kind {other:?}")),
     })
+}
+
+/// Every whole number written with a fraction (`20.0`) made an integer, as the apiserver
+/// stores it (`20`), so a field the operator reads as an integer decodes.
+fn whole_numbers(value: &mut Value) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15) {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers),
+        Value::Object(map) => map.values_mut().for_each(whole_numbers),
+        _ => {}
+    }
 }
 
 /// The create request of a guardrail kind, as the operator would check it.
@@ -664,6 +680,31 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
     };
     if let Err(e) = request {
         out.push(api_violation(e));
+    }
+}
+
+/// A Guardrail's `mcpServerRef` naming another namespace than the manifest's (the admission
+/// policy's rule, which reads the object's namespace: checked when the manifest says it).
+fn own_namespace_servers(object: &Object, out: &mut Vec<Violation>) {
+    let Object::Guardrail(guardrail) = object else {
+        return;
+    };
+    let Some(own) = guardrail.metadata.namespace.as_deref() else {
+        return;
+    };
+    let servers = guardrail.spec.definition.mcp_servers.iter().flatten();
+    for (i, server) in servers.enumerate() {
+        let named = server.mcp_server_ref.as_ref();
+        if let Some(other) = named.and_then(|r| r.namespace.as_deref())
+            && other != own
+        {
+            out.push(Violation {
+                path: format!("spec.mcpServers[{i}].mcpServerRef.namespace"),
+                message: format!(
+                    "{other}: a Guardrail names McpServers of its own namespace ({own}; leave namespace out); a ClusterGuardrail names those of any namespace"
+                ),
+            });
+        }
     }
 }
 
@@ -888,6 +929,70 @@ mod tests {
         assert!(report.is_valid(), "{:?}", report.problems);
         assert_eq!(report.ignored, 1);
         assert_eq!(report.manifests.len(), 1);
+    }
+
+    /// What the apiserver's admission refuses of a Guardrail's and a Connection's references,
+    /// validate refuses too: an McpServer of another namespace, a URL aigw cannot append its
+    /// paths to, a header the client sets itself; a whole number written `20.0` is an integer.
+    #[test]
+    fn references_and_urls_are_refused_as_admission_refuses_them() {
+        let guardrail = |servers: &str| {
+            format!(
+                "apiVersion: aigw.io/v1alpha1\nkind: Guardrail\nmetadata: {{name: g, namespace: team-a}}\nspec: {{name: g, workspaceId: ws, target: mcp_tools, checks: [{{id: default.regexMatch, parameters: {{rule: x}}}}], mcpServers: {servers}}}\n"
+            )
+        };
+        let refused = validate(&guardrail(
+            "[{mcpServerRef: {name: s, namespace: kube-system}}]",
+        ));
+        assert!(
+            paths_and_messages(&refused).iter().any(|(path, message)| {
+                *path == "spec.mcpServers[0].mcpServerRef.namespace"
+                    && message.contains("its own namespace")
+            }),
+            "{:?}",
+            refused.problems
+        );
+        assert_verdicts(
+            guardrail,
+            &[
+                "[{mcpServerRef: {name: s, namespace: team-a}}]",
+                "[{mcpServerRef: {name: s}}]",
+                "null",
+            ],
+            // One McpServer named twice.
+            &["[{mcpServerRef: {name: s}}, {mcpServerRef: {name: s, namespace: team-a}}]"],
+        );
+        let connection = |extra: &str| {
+            format!(
+                "apiVersion: aigw.io/v1alpha1\nkind: Connection\nmetadata: {{name: c}}\nspec: {{auth: {{bearerToken: {{secretRef: {{namespace: aigw, name: t, key: token}}}}}}, {extra}}}\n"
+            )
+        };
+        assert_verdicts(
+            connection,
+            &[
+                "managementUrl: HTTPS://api.example.com, burst: 20.0",
+                "managementUrl: 'http://[::1]:8080/api'",
+                "managementUrl: https://api.example, headers: [{name: x-tsg-id, value: '1'}]",
+            ],
+            &[
+                "managementUrl: 'https://api.example.com/base?x=1'",
+                "managementUrl: 'http://x:99999'",
+                "managementUrl: 'https://'",
+                "managementUrl: 'http://x/%zz'",
+                "managementUrl: https://api.example, headers: [{name: Authorization, value: 'Bearer x'}]",
+            ],
+        );
+    }
+
+    /// Each of `valid`, made a manifest by `manifest`, is valid; each of `refused` is not.
+    fn assert_verdicts(manifest: impl Fn(&str) -> String, valid: &[&str], refused: &[&str]) {
+        for part in valid {
+            let report = validate(&manifest(part));
+            assert!(report.is_valid(), "{part}: {:?}", report.problems);
+        }
+        for part in refused {
+            assert!(!validate(&manifest(part)).is_valid(), "{part}");
+        }
     }
 
     /// A workspace is named by id or by Workspace resource, not both; a Provider names one.

@@ -7,6 +7,15 @@ use serde_with::skip_serializing_none;
 
 use super::common::conditions_schema;
 
+/// The rule of a URL aigw sends requests to (it appends the API's paths): http or https (any
+/// case), a host, a port that exists, no query or fragment, no space or backslash; and a URL as
+/// Kubernetes' URL library reads it. `aigw validate` reads it the same way (`gitops::cel`).
+pub const HTTP_URL: &str = r#"self.matches(r'^(?i:https?)://[^\s/?#\\]+(/[^\s?#\\]*)?$') && isURL(self) && url(self).getHostname() != '' && (url(self).getPort() == '' || int(url(self).getPort()) <= 65535)"#;
+
+/// Header names the client sets itself (the Connection's auth, HTTP framing): a header of one
+/// of them would be overridden, or break every request.
+pub const RESERVED_HEADER: &str = r#"!self.matches('^(?i:host|authorization|content-length|content-type|transfer-encoding|connection|upgrade|te|trailer|keep-alive|proxy-connection|expect)$')"#;
+
 /// How aigw reaches and authenticates to the management API. Namespaced resources name it in
 /// `spec.connectionRef.name` (default `default`).
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
@@ -33,16 +42,17 @@ use super::common::conditions_schema;
 pub struct ConnectionSpec {
     /// Root of the management API, e.g. `https://api.apps.paloaltonetworks.com`; the paths
     /// `/ai_gw/v2…` and `/ai_gw/admin/v2…` are appended.
-    #[x_kube(validation = Rule::new("isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))").message("spec.managementUrl must be an http:// or https:// URL"))]
+    #[x_kube(validation = Rule::new(HTTP_URL).message("spec.managementUrl must be an http:// or https:// URL with a host, and without a query or fragment (aigw appends the API's paths to it)"))]
     #[schemars(length(min = 1))]
     pub management_url: String,
     /// The gateway address including `/v1`, e.g. `https://gateway.example/v1`.
-    #[x_kube(validation = Rule::new("isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))").message("spec.gatewayUrl must be an http:// or https:// URL"))]
+    #[x_kube(validation = Rule::new(HTTP_URL).message("spec.gatewayUrl must be an http:// or https:// URL with a host, and without a query or fragment (aigw appends the API's paths to it)"))]
     pub gateway_url: Option<String>,
     /// How to obtain the bearer token.
     pub auth: ConnectionAuth,
-    /// Extra headers sent on every request, e.g. `x-tsg-id`.
+    /// Extra headers sent on every request, e.g. `x-tsg-id`; at most 64.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub headers: Vec<Header>,
     /// Requests per second allowed to the API through this connection (at least 0.1).
     #[schemars(range(min = 0.1))]
@@ -254,7 +264,7 @@ pub struct BearerTokenAuth {
 #[serde(rename_all = "camelCase")]
 pub struct OAuth2ClientCredentials {
     /// Token endpoint, e.g. `https://auth.apps.paloaltonetworks.com/oauth2/access_token`.
-    #[x_kube(validation = Rule::new("isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))").message("spec.auth.oauth2ClientCredentials.tokenUrl must be an http:// or https:// URL"))]
+    #[x_kube(validation = Rule::new(HTTP_URL).message("spec.auth.oauth2ClientCredentials.tokenUrl must be an http:// or https:// URL with a host, and without a query or fragment (aigw appends the API's paths to it)"))]
     #[schemars(length(min = 1))]
     pub token_url: String,
     /// Scope to request, e.g. `tsg_id:1234567890`.
@@ -305,7 +315,11 @@ pub struct SecretKeyRef {
 #[x_kube(validation = Rule::new("has(self.value) != has(self.valueFrom)").message("a header needs exactly one of value or valueFrom"))]
 pub struct Header {
     /// Header name, e.g. `x-tsg-id`: an HTTP token (letters, digits and ``!#$%&'*+-.^_`|~``).
-    #[schemars(length(min = 1), regex(pattern = r"^[-!#$%&'*+.^_`|~0-9A-Za-z]+$"))]
+    #[schemars(
+        length(min = 1, max = 256),
+        regex(pattern = r"^[-!#$%&'*+.^_`|~0-9A-Za-z]+$")
+    )]
+    #[x_kube(validation = Rule::new(RESERVED_HEADER).message("spec.headers[].name must not be one the client sets itself (Host, Authorization, Content-Length, Content-Type, Transfer-Encoding, Connection, …): the Connection's auth sets Authorization"))]
     pub name: String,
     /// Literal value: visible characters, spaces and tabs (no line breaks).
     #[schemars(regex(pattern = r"^[\t\x20-\x7e\x80-\x{10FFFF}]*$"))]

@@ -309,7 +309,8 @@ fn credential_refusal(level: &Field) -> Value {
 fn namespace_rules(kind: &str) -> Vec<Value> {
     match kind {
         "Guardrail" => vec![json!({
-            "expression": "!has(object.spec.mcpServers) || object.spec.mcpServers.all(s, !has(s.mcpServerRef) || !has(s.mcpServerRef.namespace) || s.mcpServerRef.namespace == object.metadata.namespace)",
+            // A null (server-side apply sends one for an empty field) is absent.
+            "expression": "!has(object.spec.mcpServers) || object.spec.mcpServers == null || object.spec.mcpServers.all(s, !has(s.mcpServerRef) || s.mcpServerRef == null || !has(s.mcpServerRef.namespace) || s.mcpServerRef.namespace == null || s.mcpServerRef.namespace == object.metadata.namespace)",
             "message": "spec.mcpServers[].mcpServerRef.namespace: a Guardrail names McpServers of its own namespace (leave namespace out); a ClusterGuardrail names those of any namespace",
             "reason": "Invalid",
         })],

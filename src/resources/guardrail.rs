@@ -46,6 +46,9 @@ use crate::api;
 // naming none is refused here rather than by a 400 on its first create.
 #[x_kube(validation = Rule::new("has(self.workspaceId) != has(self.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueRequired).message("set exactly one of spec.workspaceId (a workspace's UUID) or spec.workspaceRef (a Workspace resource): a workspace guardrail lives in one workspace"))]
 #[x_kube(validation = rules::set_at_creation("workspaceRef", "Guardrail"))]
+// Its McpServers are of its own namespace (the admission policy refuses another): one is named
+// once, by name.
+#[x_kube(validation = Rule::new("!has(self.mcpServers) || self.mcpServers.all(s, !has(s.mcpServerRef) || self.mcpServers.exists_one(t, has(t.mcpServerRef) && t.mcpServerRef.name == s.mcpServerRef.name))").field_path(".mcpServers").reason(Reason::FieldValueInvalid).message("spec.mcpServers names one McpServer (by name) twice"))]
 pub struct GuardrailSpec {
     /// UUID of the workspace the guardrail belongs to (the API requires one for a workspace
     /// guardrail). Immutable.
@@ -89,6 +92,8 @@ pub struct GuardrailSpec {
 #[x_kube(validation = rules::same_connection("ClusterGuardrail"))]
 #[x_kube(validation = Rule::new("!has(self.promotion) || self.promotion.after.all(a, !has(a.namespace))").field_path(".promotion.after").reason(Reason::FieldValueForbidden).message("spec.promotion.after of a ClusterGuardrail names other ClusterGuardrails, which are cluster-scoped: leave namespace out"))]
 #[x_kube(validation = Rule::new("!has(self.mcpServers) || self.mcpServers.all(s, !has(s.mcpServerRef) || has(s.mcpServerRef.namespace))").field_path(".mcpServers").reason(Reason::FieldValueRequired).message("spec.mcpServers[].mcpServerRef of a ClusterGuardrail must set namespace: McpServers are namespaced, and a ClusterGuardrail has none of its own"))]
+// Its McpServers say their namespaces: namesakes of two namespaces are two servers.
+#[x_kube(validation = Rule::new("!has(self.mcpServers) || self.mcpServers.all(s, !has(s.mcpServerRef) || self.mcpServers.exists_one(t, has(t.mcpServerRef) && t.mcpServerRef == s.mcpServerRef))").field_path(".mcpServers").reason(Reason::FieldValueInvalid).message("spec.mcpServers names one McpServer (by namespace and name) twice"))]
 pub struct ClusterGuardrailSpec {
     /// The guardrail, said as a `Guardrail` says it (without a workspace).
     #[serde(flatten)]
@@ -159,7 +164,6 @@ pub struct GuardrailDefinition {
     /// the guardrail's mappings wait, `McpServerNotReady`).
     #[schemars(length(max = 256))]
     #[x_kube(validation = Rule::new("self.all(s, !has(s.id) || self.exists_one(t, has(t.id) && t.id == s.id))").message("spec.mcpServers names one MCP server twice"))]
-    #[x_kube(validation = Rule::new("self.all(s, !has(s.mcpServerRef) || self.exists_one(t, has(t.mcpServerRef) && t.mcpServerRef == s.mcpServerRef))").message("spec.mcpServers names one McpServer (by namespace and name) twice"))]
     pub mcp_servers: Option<Vec<GuardrailMcpServer>>,
 }
 embeds_managed!(GuardrailDefinition, ManagedSpec);

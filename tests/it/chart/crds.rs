@@ -413,7 +413,7 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
     let connections = cluster("Connection", "connections");
     let refused = |created, what: &str| support::refusal(created, what.to_string());
     type Change<'a> = &'a dyn Fn(&mut Value);
-    let cases: [(Change, &[&str]); 7] = [
+    let cases: [(Change, &[&str]); 10] = [
         (
             &|s| s["burst"] = json!(5_000_000_000u64),
             &["spec.burst", "4294967295"],
@@ -448,6 +448,18 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
             &|s| s["headers"] = json!([{"name": "x tsg", "value": "1"}]),
             &["spec.headers[0].name"],
         ),
+        (
+            &|s| s["headers"] = json!([{"name": "Authorization", "value": "Bearer x"}]),
+            &["spec.headers[0].name", "client sets itself"],
+        ),
+        (
+            &|s| s["managementUrl"] = json!("https://api.example/base?x=1"),
+            &["spec.managementUrl", "without a query"],
+        ),
+        (
+            &|s| s["managementUrl"] = json!("http://x:99999"),
+            &["spec.managementUrl"],
+        ),
     ];
     for (change, mentions) in cases {
         let created = connections.create(&dry_run, &connection(change)).await;
@@ -462,13 +474,15 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
         .await;
     let message = refused(created, "a token URL");
     support::assert_mentions(&message, &["spec.auth.oauth2ClientCredentials.tokenUrl"]);
+    let valid = |s: &mut Value| {
+        s["burst"] = json!(4_294_967_295u64);
+        s["managementUrl"] = json!("HTTPS://[::1]:8443/api/");
+        s["headers"] = json!([{"name": "x-tsg-id", "value": "1234 ü\t"}]);
+    };
     connections
-        .create(
-            &dry_run,
-            &connection(&|s| s["burst"] = json!(4_294_967_295u64)),
-        )
+        .create(&dry_run, &connection(&valid))
         .await
-        .expect("the largest burst aigw reads is valid");
+        .expect("the largest burst, an upper-case scheme, IPv6 and a unicode header are valid");
 
     // McpServers by reference: a ClusterGuardrail says each one's namespace, and may name two
     // namesakes of two namespaces; a Guardrail names only those of its own namespace.
@@ -517,9 +531,23 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
     );
     spec["mcpServers"][0]["mcpServerRef"]["namespace"] = json!(env.namespace);
     guardrails
-        .create(&dry_run, &object("Guardrail", "checked", spec))
+        .create(&dry_run, &object("Guardrail", "checked", spec.clone()))
         .await
         .expect("a Guardrail may name its own namespace");
+    // One server named twice, with and without its (own) namespace: refused.
+    let own = spec["mcpServers"][0].clone();
+    spec["mcpServers"] = json!([own, {"mcpServerRef": {"name": "github"}}]);
+    let created = guardrails
+        .create(&dry_run, &object("Guardrail", "checked", spec.clone()))
+        .await;
+    let message = refused(created, "a Guardrail naming one McpServer twice");
+    support::assert_mentions(&message, &["spec.mcpServers", "twice"]);
+    // A null (server-side apply sends one for an empty field) is no server at all.
+    spec["mcpServers"] = Value::Null;
+    guardrails
+        .create(&dry_run, &object("Guardrail", "checked", spec))
+        .await
+        .expect("mcpServers: null is admitted");
 
     env.cleanup().await;
 }
