@@ -105,15 +105,15 @@ func (k kind) steps() []step {
 
 // openAPISchema is the part of a CRD's OpenAPI schema this package reads.
 type openAPISchema struct {
-	Type                 string             `json:"type"`
-	Format               string             `json:"format"`
-	Pattern              string             `json:"pattern"`
-	Enum                 []any              `json:"enum"`
-	Maximum              *float64           `json:"maximum"`
-	MaxLength            *int64             `json:"maxLength"`
+	Type                 string                    `json:"type"`
+	Format               string                    `json:"format"`
+	Pattern              string                    `json:"pattern"`
+	Enum                 []any                     `json:"enum"`
+	Maximum              *float64                  `json:"maximum"`
+	MaxLength            *int64                    `json:"maxLength"`
 	Properties           map[string]*openAPISchema `json:"properties"`
 	AdditionalProperties *openAPISchema            `json:"additionalProperties"`
-	Validations          []any              `json:"x-kubernetes-validations"`
+	Validations          []any                     `json:"x-kubernetes-validations"`
 }
 
 // crdKind is what a CRD of crds/ says of its kind.
@@ -121,7 +121,7 @@ type crdKind struct {
 	Kind       string
 	Plural     string
 	Namespaced bool
-	Role       string  // the aigw.io/operator-role annotation: managed, read or driven
+	Role       string         // the aigw.io/operator-role annotation: managed, read or driven
 	Spec       *openAPISchema // the schema of .spec
 	Status     *openAPISchema // the schema of .status
 }
@@ -233,7 +233,7 @@ func kindOf(root string, c crdKind) (kind, error) {
 	path, value, ok := bumpOf(spec, c.Spec, nil)
 	if !ok {
 		return kind{}, fmt.Errorf("examples/%s: no field of its spec this test can change to raise the generation "+
-			"(a string without enum, pattern, format or validation rule, or a number without maximum)", k.example)
+			"(a string without enum, pattern, format or validation rule, or a number with room below its maximum)", k.example)
 	}
 	k.bump = map[string]any{"spec": nested(path, value)}
 	return k, nil
@@ -258,7 +258,8 @@ func readExample(root string, k kind) (map[string]any, error) {
 // bumpOf finds the first field of the example's spec (depth first, by name; lists left alone)
 // whose change the CRD accepts without a rule that could refuse it: a string without enum,
 // pattern, format or validation rule and with room for "-v2" (appended to the value), else a
-// number without maximum (the value plus one). It returns the field's path and new value.
+// number without validation rule whose value plus one stays within its maximum. It returns the
+// field's path and new value.
 func bumpOf(value map[string]any, s *openAPISchema, path []string) ([]string, any, bool) {
 	if s == nil || len(s.Validations) > 0 && len(path) > 0 {
 		return nil, nil, false
@@ -292,14 +293,19 @@ func bumpOf(value map[string]any, s *openAPISchema, path []string) ([]string, an
 	}
 	for _, name := range names {
 		f := field(name)
-		if f == nil || f.Maximum != nil || len(f.Validations) > 0 || (f.Type != "integer" && f.Type != "number") {
+		if f == nil || len(f.Validations) > 0 || (f.Type != "integer" && f.Type != "number") {
 			continue
 		}
+		within := func(n float64) bool { return f.Maximum == nil || n <= *f.Maximum }
 		switch n := value[name].(type) {
 		case float64:
-			return append(append([]string{}, path...), name), n + 1, true
+			if within(n + 1) {
+				return append(append([]string{}, path...), name), n + 1, true
+			}
 		case int64:
-			return append(append([]string{}, path...), name), n + 1, true
+			if within(float64(n + 1)) {
+				return append(append([]string{}, path...), name), n + 1, true
+			}
 		}
 	}
 	return nil, nil, false
