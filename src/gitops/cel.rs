@@ -169,7 +169,7 @@ mod tests {
     /// `matches`), on the values an attack tried.
     #[test]
     fn urls_are_read_as_kubernetes_reads_them() {
-        let rule = crate::resources::connection::HTTP_URL;
+        let rule = &crate::resources::connection::http_url("self");
         let rules = compiled(rule);
         for good in [
             "https://api.example",

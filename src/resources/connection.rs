@@ -7,10 +7,29 @@ use serde_with::skip_serializing_none;
 
 use super::common::conditions_schema;
 
-/// The rule of a URL aigw sends requests to (it appends the API's paths): http or https (any
-/// case), a host, a port that exists, no query or fragment, no space or backslash; and a URL as
-/// Kubernetes' URL library reads it. `aigw validate` reads it the same way (`gitops::cel`).
-pub const HTTP_URL: &str = r#"self.matches(r'^(?i:https?)://[^\s/?#\\]+(/[^\s?#\\]*)?$') && isURL(self) && url(self).getHostname() != '' && (url(self).getPort() == '' || int(url(self).getPort()) <= 65535)"#;
+/// The rule of a URL aigw sends requests to (it appends the API's paths), over the CEL value
+/// `url` (`self.managementUrl`): http or https (any case), a host, a port that exists, no query
+/// or fragment, no space or backslash; and a URL as Kubernetes' URL library reads it. `aigw
+/// validate` reads it the same way (`gitops::cel`).
+pub fn http_url(url: &str) -> String {
+    format!(
+        r#"{url}.matches(r'^(?i:https?)://[^\s/?#\\]+(/[^\s?#\\]*)?$') && isURL({url}) && url({url}).getHostname() != '' && (url({url}).getPort() == '' || int(url({url}).getPort()) <= 65535)"#
+    )
+}
+
+/// [`http_url`] as the rule of the object holding the optional `field` (`displayed` in its
+/// message): on the object, so that a refusal does not quote the URL (it may hold a token).
+fn http_url_of(field: &str, displayed: &str) -> kube::core::Rule {
+    kube::core::Rule::new(format!(
+        "!has(self.{field}) || ({})",
+        http_url(&format!("self.{field}"))
+    ))
+    .field_path(format!(".{field}"))
+    .reason(kube::core::Reason::FieldValueInvalid)
+    .message(kube::core::Message::Message(format!(
+        "{displayed} must be an http:// or https:// URL with a host, and without a query or fragment (aigw appends the API's paths to it)"
+    )))
+}
 
 /// Header names the client sets itself (the Connection's auth, HTTP framing): a header of one
 /// of them would be overridden, or break every request.
@@ -39,14 +58,14 @@ pub const RESERVED_HEADER: &str = r#"!self.matches('^(?i:host|authorization|cont
     printcolumn(name = "URL", type_ = "string", json_path = ".spec.managementUrl")
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = http_url_of("managementUrl", "spec.managementUrl"))]
+#[x_kube(validation = http_url_of("gatewayUrl", "spec.gatewayUrl"))]
 pub struct ConnectionSpec {
     /// Root of the management API, e.g. `https://api.apps.paloaltonetworks.com`; the paths
     /// `/ai_gw/v2…` and `/ai_gw/admin/v2…` are appended.
-    #[x_kube(validation = Rule::new(HTTP_URL).message("spec.managementUrl must be an http:// or https:// URL with a host, and without a query or fragment (aigw appends the API's paths to it)"))]
     #[schemars(length(min = 1))]
     pub management_url: String,
     /// The gateway address including `/v1`, e.g. `https://gateway.example/v1`.
-    #[x_kube(validation = Rule::new(HTTP_URL).message("spec.gatewayUrl must be an http:// or https:// URL with a host, and without a query or fragment (aigw appends the API's paths to it)"))]
     pub gateway_url: Option<String>,
     /// How to obtain the bearer token.
     pub auth: ConnectionAuth,
@@ -262,9 +281,9 @@ pub struct BearerTokenAuth {
 #[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = http_url_of("tokenUrl", "spec.auth.oauth2ClientCredentials.tokenUrl"))]
 pub struct OAuth2ClientCredentials {
     /// Token endpoint, e.g. `https://auth.apps.paloaltonetworks.com/oauth2/access_token`.
-    #[x_kube(validation = Rule::new(HTTP_URL).message("spec.auth.oauth2ClientCredentials.tokenUrl must be an http:// or https:// URL with a host, and without a query or fragment (aigw appends the API's paths to it)"))]
     #[schemars(length(min = 1))]
     pub token_url: String,
     /// Scope to request, e.g. `tsg_id:1234567890`.
@@ -313,6 +332,8 @@ pub struct SecretKeyRef {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.value) != has(self.valueFrom)").message("a header needs exactly one of value or valueFrom"))]
+// On the header, not on `value`: a refusal of a string quotes it, and a value may be a key.
+#[x_kube(validation = Rule::new(r"!has(self.value) || self.value.matches(r'^[\t\x20-\x7e\x{80}-\x{10FFFF}]*$')").field_path(".value").reason(Reason::FieldValueInvalid).message("spec.headers[].value must hold no line break or control character but tab"))]
 pub struct Header {
     /// Header name, e.g. `x-tsg-id`: an HTTP token (letters, digits and ``!#$%&'*+-.^_`|~``).
     #[schemars(
@@ -322,7 +343,6 @@ pub struct Header {
     #[x_kube(validation = Rule::new(RESERVED_HEADER).message("spec.headers[].name must not be one the client sets itself (Host, Authorization, Content-Length, Content-Type, Transfer-Encoding, Connection, …): the Connection's auth sets Authorization"))]
     pub name: String,
     /// Literal value: visible characters, spaces and tabs (no line breaks).
-    #[schemars(regex(pattern = r"^[\t\x20-\x7e\x80-\x{10FFFF}]*$"))]
     pub value: Option<String>,
     /// Value taken from a Secret.
     pub value_from: Option<HeaderValueFrom>,

@@ -441,7 +441,7 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
             &["spec.gatewayUrl", "http:// or https:// URL"],
         ),
         (
-            &|s| s["headers"] = json!([{"name": "x-tsg-id", "value": "1\r\nx-evil: 1"}]),
+            &|s| s["headers"] = json!([{"name": "x-api-key", "value": "sk-hdr-7Qw\r\nx-evil: 1"}]),
             &["spec.headers[0].value"],
         ),
         (
@@ -453,7 +453,7 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
             &["spec.headers[0].name", "client sets itself"],
         ),
         (
-            &|s| s["managementUrl"] = json!("https://api.example/base?x=1"),
+            &|s| s["managementUrl"] = json!("https://api.example/base?api_key=sk-url-4Zp"),
             &["spec.managementUrl", "without a query"],
         ),
         (
@@ -463,7 +463,16 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
     ];
     for (change, mentions) in cases {
         let created = connections.create(&dry_run, &connection(change)).await;
-        support::assert_mentions(&refused(created, &format!("{mentions:?}")), mentions);
+        let message = refused(created, &format!("{mentions:?}"));
+        support::assert_mentions(&message, mentions);
+        // A refusal of a string field quotes the string: these rules sit on the object holding
+        // it, so a key in a URL or a header is never quoted back (into a CI log, an Argo CD UI).
+        for key in ["sk-hdr-7Qw", "sk-url-4Zp"] {
+            assert!(
+                !message.contains(key),
+                "the refusal quotes {key}: {message}"
+            );
+        }
     }
     let oauth = json!({"tokenUrl": "::::", "clientIdRef": secret, "clientSecretRef": secret});
     let created = connections
@@ -507,6 +516,32 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
         "a ClusterGuardrail's reference without a namespace",
     );
     support::assert_mentions(&message, &["spec.mcpServers", "must set namespace"]);
+    // An MCP server's URL carries no credentials: they go in the configurations Secret.
+    let integrations = cluster("McpIntegration", "mcpintegrations");
+    let integration = |url: &str| {
+        let spec = json!({"name": "tools", "url": url, "authType": "none", "transport": "http"});
+        object("McpIntegration", "checked", spec)
+    };
+    let created = integrations
+        .create(
+            &dry_run,
+            &integration("https://octo:s3cr3t-pw@mcp.example/mcp"),
+        )
+        .await;
+    let message = refused(created, "an MCP URL with credentials");
+    support::assert_mentions(&message, &["spec.url", "must not carry credentials"]);
+    assert!(
+        !message.contains("s3cr3t-pw"),
+        "the refusal quotes the password: {message}"
+    );
+    integrations
+        .create(
+            &dry_run,
+            &integration("https://mcp.example/@org/mcp?user=a@b"),
+        )
+        .await
+        .expect("an @ after the host is no credential");
+
     let guardrails = dynamic_api(&env, "Guardrail", "guardrails");
     let mut spec =
         guardrail(json!([{"mcpServerRef": {"name": "github", "namespace": "kube-system"}}]));
