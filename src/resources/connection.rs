@@ -33,7 +33,7 @@ fn http_url_of(field: &str, displayed: &str) -> kube::core::Rule {
 
 /// Header names the client sets itself (the Connection's auth, HTTP framing): a header of one
 /// of them would be overridden, or break every request.
-pub const RESERVED_HEADER: &str = r#"!self.matches('^(?i:host|authorization|content-length|content-type|transfer-encoding|connection|upgrade|te|trailer|keep-alive|proxy-connection|expect)$')"#;
+pub const RESERVED_HEADER: &str = r#"!self.name.matches('^(?i:host|authorization|content-length|content-type|transfer-encoding|connection|upgrade|te|trailer|keep-alive|proxy-connection|expect)$')"#;
 
 /// How aigw reaches and authenticates to the management API. Namespaced resources name it in
 /// `spec.connectionRef.name` (default `default`).
@@ -332,15 +332,14 @@ pub struct SecretKeyRef {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.value) != has(self.valueFrom)").message("a header needs exactly one of value or valueFrom"))]
-// On the header, not on `value`: a refusal of a string quotes it, and a value may be a key.
+// On the header, not on `name` or `value`: a refusal of a string (a schema pattern or a rule
+// on it) quotes it, and a value may be a key (or a name a pasted `X-Api-Key: sk-…` line).
 #[x_kube(validation = Rule::new(r"!has(self.value) || self.value.matches(r'^[\t\x20-\x7e\x{80}-\x{10FFFF}]*$')").field_path(".value").reason(Reason::FieldValueInvalid).message("spec.headers[].value must hold no line break or control character but tab"))]
+#[x_kube(validation = Rule::new(r"self.name.matches(r'^[-!#$%&\x27*+.^_`|~0-9A-Za-z]+$')").field_path(".name").reason(Reason::FieldValueInvalid).message("spec.headers[].name must be an HTTP header name: letters, digits and !#$%&'*+-.^_`|~ (no colon, no value)"))]
+#[x_kube(validation = Rule::new(RESERVED_HEADER).field_path(".name").reason(Reason::FieldValueInvalid).message("spec.headers[].name must not be one the client sets itself (Host, Authorization, Content-Length, Content-Type, Transfer-Encoding, Connection, …): the Connection's auth sets Authorization"))]
 pub struct Header {
     /// Header name, e.g. `x-tsg-id`: an HTTP token (letters, digits and ``!#$%&'*+-.^_`|~``).
-    #[schemars(
-        length(min = 1, max = 256),
-        regex(pattern = r"^[-!#$%&'*+.^_`|~0-9A-Za-z]+$")
-    )]
-    #[x_kube(validation = Rule::new(RESERVED_HEADER).message("spec.headers[].name must not be one the client sets itself (Host, Authorization, Content-Length, Content-Type, Transfer-Encoding, Connection, …): the Connection's auth sets Authorization"))]
+    #[schemars(length(min = 1, max = 256))]
     pub name: String,
     /// Literal value: visible characters, spaces and tabs (no line breaks).
     pub value: Option<String>,

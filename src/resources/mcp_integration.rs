@@ -39,7 +39,8 @@ use crate::api;
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = rules::set_at_creation("slug", "McpIntegration"))]
 #[x_kube(validation = rules::same_connection("McpIntegration"))]
-// On the spec, not on `url`: a refusal of a string quotes it, and this one would quote a password.
+// Rules, not a schema pattern: a pattern's refusal quotes the string, which may hold a token.
+#[x_kube(validation = Rule::new(r"self.url.matches(r'^https?://\S+$')").field_path(".url").reason(Reason::FieldValueInvalid).message("spec.url must be an http:// or https:// URL without spaces"))]
 #[x_kube(validation = Rule::new(r"!self.url.matches(r'^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')").field_path(".url").reason(Reason::FieldValueForbidden).message("spec.url must not carry credentials (user:password@): put them in a Secret named by spec.configurationsSecretRef, e.g. as custom_headers"))]
 pub struct McpIntegrationSpec {
     /// The integration's slug (what an MCP server's `mcpIntegration` may name). Set, aigw adopts
@@ -59,7 +60,7 @@ pub struct McpIntegrationSpec {
 
     /// The upstream MCP server's URL (`http://` or `https://`), without credentials in it
     /// (`user:password@`): they go in `configurationsSecretRef` (`custom_headers`).
-    #[schemars(regex(pattern = r"^https?://\S+$"), length(min = 8, max = 2048))]
+    #[schemars(length(min = 8, max = 2048))]
     pub url: String,
 
     /// How the gateway authenticates upstream: `none`, `headers` (the `custom_headers` of the

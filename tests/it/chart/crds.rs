@@ -413,7 +413,7 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
     let connections = cluster("Connection", "connections");
     let refused = |created, what: &str| support::refusal(created, what.to_string());
     type Change<'a> = &'a dyn Fn(&mut Value);
-    let cases: [(Change, &[&str]); 10] = [
+    let cases: [(Change, &[&str]); 11] = [
         (
             &|s| s["burst"] = json!(5_000_000_000u64),
             &["spec.burst", "4294967295"],
@@ -447,6 +447,11 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
         (
             &|s| s["headers"] = json!([{"name": "x tsg", "value": "1"}]),
             &["spec.headers[0].name"],
+        ),
+        (
+            // A header line pasted as a name.
+            &|s| s["headers"] = json!([{"name": "X-Api-Key: sk-hdr-7Qw", "value": "1"}]),
+            &["spec.headers[0].name", "an HTTP header name"],
         ),
         (
             &|s| s["headers"] = json!([{"name": "Authorization", "value": "Bearer x"}]),
@@ -522,18 +527,26 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
         let spec = json!({"name": "tools", "url": url, "authType": "none", "transport": "http"});
         object("McpIntegration", "checked", spec)
     };
-    let created = integrations
-        .create(
-            &dry_run,
-            &integration("https://octo:s3cr3t-pw@mcp.example/mcp"),
-        )
-        .await;
-    let message = refused(created, "an MCP URL with credentials");
-    support::assert_mentions(&message, &["spec.url", "must not carry credentials"]);
-    assert!(
-        !message.contains("s3cr3t-pw"),
-        "the refusal quotes the password: {message}"
-    );
+    for (url, mentions, secret) in [
+        (
+            "https://octo:s3cr3t-pw@mcp.example/mcp",
+            "must not carry credentials",
+            "s3cr3t-pw",
+        ),
+        (
+            "ftp://mcp.example/mcp?token=sk-url-4Zp",
+            "http:// or https://",
+            "sk-url-4Zp",
+        ),
+    ] {
+        let created = integrations.create(&dry_run, &integration(url)).await;
+        let message = refused(created, url);
+        support::assert_mentions(&message, &["spec.url", mentions]);
+        assert!(
+            !message.contains(secret),
+            "the refusal quotes {secret}: {message}"
+        );
+    }
     integrations
         .create(
             &dry_run,
