@@ -77,7 +77,7 @@ pub struct ConfigRolloutSpec {
     /// must not be empty (an empty selector would take every key of the namespace); at least
     /// one key must match for the rollout to start.
     #[x_kube(validation = Rule::new("(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)").message("spec.apiKeySelector must not be empty: name the ApiKeys in play with matchLabels or matchExpressions"))]
-    #[x_kube(validation = Rule::new("!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))").message("spec.apiKeySelector.matchExpressions: operator must be In, NotIn, Exists or DoesNotExist, with values for In and NotIn and none for Exists and DoesNotExist"))]
+    #[x_kube(validation = super::rules::label_selector("spec.apiKeySelector"))]
     pub api_key_selector: LabelSelector,
 
     /// The steps, in order: each moves `weight` percent of the selected keys (rounded up, at

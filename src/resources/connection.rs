@@ -86,7 +86,7 @@ pub struct ConnectionSpec {
     /// means all namespaces.
     pub allowed_namespaces: Option<Vec<String>>,
     /// Label selector of the namespaces whose resources may use this connection.
-    #[x_kube(validation = Rule::new("!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))").message("spec.namespaceSelector.matchExpressions: operator must be In, NotIn, Exists or DoesNotExist, with values for In and NotIn and none for Exists and DoesNotExist"))]
+    #[x_kube(validation = super::rules::label_selector("spec.namespaceSelector"))]
     pub namespace_selector: Option<LabelSelector>,
     /// Tenancy rules: which namespaces may use this connection, for which workspaces, and
     /// whether they may adopt remote objects aigw did not create. When set, a namespace must
@@ -221,7 +221,7 @@ pub struct Grant {
     /// The namespaces this grant is for.
     pub namespaces: Option<Vec<String>>,
     /// Or: a label selector of the namespaces this grant is for.
-    #[x_kube(validation = Rule::new("!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))").message("spec.grants[].namespaceSelector.matchExpressions: operator must be In, NotIn, Exists or DoesNotExist, with values for In and NotIn and none for Exists and DoesNotExist"))]
+    #[x_kube(validation = super::rules::label_selector("spec.grants[].namespaceSelector"))]
     pub namespace_selector: Option<LabelSelector>,
     /// Workspace ids (UUIDs) whose objects these namespaces may manage: the `workspaceId` of
     /// Configs and RateLimitsPolicies (which must then be set), the workspace of an adopted

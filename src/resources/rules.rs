@@ -76,6 +76,20 @@ pub fn workspace_named_alike(kind: &str) -> Rule {
         )))
 }
 
+/// A label selector (at `field`, e.g. `spec.apiKeySelector`) the operator can build: each
+/// `matchExpressions` operator is `In` or `NotIn` with values, or `Exists` or `DoesNotExist`
+/// without. One it cannot build would fail at every use (a Connection's, for every namespace).
+pub fn label_selector(field: &str) -> Rule {
+    Rule::new(
+        "!has(self.matchExpressions) || self.matchExpressions.all(e, \
+         e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && \
+         (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",
+    )
+    .message(Message::Message(format!(
+        "{field}.matchExpressions: operator must be In, NotIn, Exists or DoesNotExist, with values for In and NotIn and none for Exists and DoesNotExist"
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
