@@ -50,6 +50,8 @@ pub const SECRET_KEY: &str = "api_key";
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.rotationPolicy)").field_path(".rotationPolicy").reason(Reason::FieldValueForbidden).message("spec.rotationPolicy is refused: a server-side rotation would issue a new key that never reaches the Secret, which would be left holding a dead key; use spec.rotation (interval, trigger) so aigw rotates the key into the Secret"))]
 #[x_kube(validation = Rule::new("self.kind != 'user' || has(self.userId)").field_path(".userId").reason(Reason::FieldValueRequired).message("spec.userId is required for a user key"))]
+#[x_kube(validation = rules::uuid("userId"))]
+#[x_kube(validation = rules::instant("expiresAt"))]
 #[x_kube(validation = Rule::new("self.kind != 'service' || !has(self.userId)").field_path(".userId").reason(Reason::FieldValueForbidden).message("spec.userId is only taken by user keys"))]
 #[x_kube(validation = rules::set_at_creation("userId", "ApiKey"))]
 #[x_kube(validation = rules::set_at_creation("workspaceId", "ApiKey"))]
@@ -469,20 +471,29 @@ impl ApiKeySpec {
     }
 }
 
+/// An instant as the API writes one: RFC 3339, or `2026-09-06 19:18:51` (no `T`, no zone: UTC),
+/// as the live API also writes it.
+fn instant(t: &str) -> Option<jiff::Timestamp> {
+    t.parse::<jiff::Timestamp>().ok().or_else(|| {
+        t.replace(' ', "T")
+            .parse::<jiff::civil::DateTime>()
+            .ok()
+            .and_then(|d| d.to_zoned(jiff::tz::TimeZone::UTC).ok())
+            .map(|z| z.timestamp())
+    })
+}
+
+/// An instant the API wrote, as a spec takes it (RFC 3339 with its offset, which admission
+/// requires); text that does not parse as it was.
+pub(crate) fn rfc3339(t: &str) -> String {
+    instant(t).map_or_else(|| t.to_string(), |at| at.to_string())
+}
+
 /// True when both are the same instant (or the same text, where one does not parse); the live
 /// API also writes `2026-09-06 19:18:51` (no `T`, no zone: UTC).
 pub(crate) fn same_instant(a: Option<&str>, b: Option<&str>) -> bool {
-    let parse = |t: &str| {
-        t.parse::<jiff::Timestamp>().ok().or_else(|| {
-            t.replace(' ', "T")
-                .parse::<jiff::civil::DateTime>()
-                .ok()
-                .and_then(|d| d.to_zoned(jiff::tz::TimeZone::UTC).ok())
-                .map(|z| z.timestamp())
-        })
-    };
     match (a, b) {
-        (Some(a), Some(b)) => match (parse(a), parse(b)) {
+        (Some(a), Some(b)) => match (instant(a), instant(b)) {
             (Some(x), Some(y)) => x == y,
             _ => a == b,
         },
@@ -522,6 +533,17 @@ fn is_zero(count: &u32) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_instant_the_api_wrote_is_written_as_rfc3339() {
+        assert_eq!(rfc3339("2026-09-06 19:18:51"), "2026-09-06T19:18:51Z");
+        assert_eq!(rfc3339("2026-09-06T21:18:51+02:00"), "2026-09-06T19:18:51Z");
+        assert_eq!(rfc3339("not a date"), "not a date");
+        assert!(same_instant(
+            Some("2026-09-06 19:18:51"),
+            Some("2026-09-06T19:18:51Z")
+        ));
+    }
 
     fn spec() -> ApiKeySpec {
         serde_json::from_value(json!({

@@ -12,6 +12,7 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    ValidationRule,
 };
 
 /// The most characters a spec string without a bound of its own may hold.
@@ -50,6 +51,8 @@ pub fn bounded(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
             .and_then(|properties| properties.get_mut("spec"));
         if let Some(spec) = spec {
             checked_references(spec);
+            keyed_by_path(spec);
+            selectors_bounded(spec);
             bound(spec);
         }
     }
@@ -74,6 +77,77 @@ fn checked_references(schema: &mut JSONSchemaProps) {
         checked_references(items);
     }
 }
+
+/// The lists that place values into a document by JSON Pointer (`secretRefs`, `resourceRefs`)
+/// hold each `path` once (a list map keyed by it: the apiserver refuses a second entry as a
+/// `Duplicate value`, and server-side apply merges entries by path), and no path has a segment
+/// of digits with a leading zero (`/targets/01`), which no pointer lookup reads as index 1.
+/// Both would otherwise be stored and then stall the object.
+fn keyed_by_path(schema: &mut JSONSchemaProps) {
+    for (field, property) in schema.properties.iter_mut().flatten() {
+        if matches!(field.as_str(), "secretRefs" | "resourceRefs")
+            && let Some(JSONSchemaPropsOrArray::Schema(items)) = &mut property.items
+            && let Some(path) = items.properties.as_mut().and_then(|p| p.get_mut("path"))
+        {
+            property.x_kubernetes_list_type = Some("map".into());
+            property.x_kubernetes_list_map_keys = Some(vec!["path".into()]);
+            path.x_kubernetes_validations
+                .get_or_insert_with(Vec::new)
+                .push(ValidationRule {
+                    rule: "!self.matches('/0[0-9]+(/|$)')".into(),
+                    message: Some(format!(
+                        "spec.{field}[].path has a segment of digits with a leading zero (/01), \
+                         which a JSON Pointer never reads as an array index: write /1"
+                    )),
+                    ..Default::default()
+                });
+        }
+        keyed_by_path(property);
+    }
+}
+
+/// Every label selector (an object with `matchLabels` and `matchExpressions`) holds at most
+/// [`SELECTOR_LABELS`] labels and [`SELECTOR_EXPRESSIONS`] expressions, with keys and label
+/// values no longer than Kubernetes allows them: the bounds under which the apiserver takes
+/// [`super::rules::label_selector`]'s check of every key and value within its cost budget.
+fn selectors_bounded(schema: &mut JSONSchemaProps) {
+    for property in schema.properties.iter_mut().flat_map(|p| p.values_mut()) {
+        selectors_bounded(property);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schema(items)) = schema.items.as_mut() {
+        selectors_bounded(items);
+    }
+    let Some(properties) = schema.properties.as_mut() else {
+        return;
+    };
+    if !(properties.contains_key("matchLabels") && properties.contains_key("matchExpressions")) {
+        return;
+    }
+    if let Some(labels) = properties.get_mut("matchLabels") {
+        labels.max_properties = Some(SELECTOR_LABELS);
+        if let Some(JSONSchemaPropsOrBool::Schema(value)) = labels.additional_properties.as_mut() {
+            value.max_length = Some(63);
+        }
+    }
+    if let Some(expressions) = properties.get_mut("matchExpressions") {
+        expressions.max_items = Some(SELECTOR_EXPRESSIONS);
+        let key = match expressions.items.as_mut() {
+            Some(JSONSchemaPropsOrArray::Schema(item)) => item.properties.as_mut(),
+            _ => None,
+        }
+        .and_then(|p| p.get_mut("key"));
+        if let Some(key) = key {
+            // A DNS-subdomain prefix (253), the slash and a name (63).
+            key.max_length = Some(317);
+        }
+    }
+}
+
+/// The most `matchLabels` a label selector holds.
+const SELECTOR_LABELS: i64 = 32;
+
+/// The most `matchExpressions` a label selector holds.
+const SELECTOR_EXPRESSIONS: i64 = 16;
 
 fn name_checked(reference: &mut JSONSchemaProps) {
     for (field, property) in reference.properties.iter_mut().flatten() {

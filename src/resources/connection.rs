@@ -60,6 +60,8 @@ pub const RESERVED_HEADER: &str = r#"!self.name.matches('^(?i:host|authorization
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = http_url_of("managementUrl", "spec.managementUrl"))]
 #[x_kube(validation = http_url_of("gatewayUrl", "spec.gatewayUrl"))]
+#[x_kube(validation = super::rules::no_credentials_in_url("managementUrl", "spec.managementUrl", "aigw authenticates with spec.auth"))]
+#[x_kube(validation = super::rules::no_credentials_in_url("gatewayUrl", "spec.gatewayUrl", "aigw authenticates with spec.auth"))]
 pub struct ConnectionSpec {
     /// Root of the management API, e.g. `https://api.apps.paloaltonetworks.com`; the paths
     /// `/ai_gw/v2…` and `/ai_gw/admin/v2…` are appended.
@@ -282,6 +284,7 @@ pub struct BearerTokenAuth {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = http_url_of("tokenUrl", "spec.auth.oauth2ClientCredentials.tokenUrl"))]
+#[x_kube(validation = super::rules::no_credentials_in_url("tokenUrl", "spec.auth.oauth2ClientCredentials.tokenUrl", "the client credentials come from clientIdRef and clientSecretRef"))]
 pub struct OAuth2ClientCredentials {
     /// Token endpoint, e.g. `https://auth.apps.paloaltonetworks.com/oauth2/access_token`.
     #[schemars(length(min = 1))]

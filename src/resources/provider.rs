@@ -45,6 +45,7 @@ use crate::api;
 #[x_kube(validation = Rule::new("has(self.integration) == has(oldSelf.integration) && has(self.integrationId) == has(oldSelf.integrationId)").field_path(".integration").reason(Reason::FieldValueForbidden).message("the integration of a Provider cannot change: create a new Provider instead"))]
 #[x_kube(validation = rules::same_connection("Provider"))]
 #[x_kube(validation = rules::one_workspace())]
+#[x_kube(validation = rules::instant("expiresAt"))]
 #[x_kube(validation = rules::workspace_named_alike("Provider"))]
 pub struct ProviderSpec {
     /// The provider's slug, what configs route to (`@<slug>`). Set, aigw creates the provider

@@ -76,19 +76,86 @@ pub fn workspace_named_alike(kind: &str) -> Rule {
         )))
 }
 
+/// The URL at `field` (a dotted path from the object holding the rule, e.g.
+/// `authSettings.gatewayBaseUrl`; `displayed` in its message), when set, carries no credentials (`user:password@`): a URL is shown in `kubectl get`, events and
+/// errors, where a password in it would be read by all. `instead` says where they go. A rule on
+/// the object rather than the string, so that its refusal does not quote the URL.
+pub fn no_credentials_in_url(field: &str, displayed: &str, instead: &str) -> Rule {
+    let mut present = String::new();
+    let mut prefix = String::from("self");
+    for part in field.split('.') {
+        prefix = format!("{prefix}.{part}");
+        present.push_str(&format!("!has({prefix}) || "));
+    }
+    Rule::new(format!(
+        "{present}!{prefix}.matches(r'^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')"
+    ))
+    .field_path(format!(".{field}"))
+    .reason(Reason::FieldValueForbidden)
+    .message(Message::Message(format!(
+        "{displayed} must not carry credentials (user:password@): {instead}"
+    )))
+}
+
+/// An instant as RFC 3339 writes one, e.g. `2027-01-01T00:00:00Z` (offset required).
+const RFC3339: &str = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)([.][0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+
+/// A UUID, e.g. `6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b`.
+const UUID: &str = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+
+/// `spec.<field>`, when set, is an RFC 3339 instant: the API refuses anything else, which would
+/// only show as a Stalled object after it was stored.
+pub fn instant(field: &str) -> Rule {
+    matching(
+        field,
+        RFC3339,
+        "an RFC 3339 instant with its offset, e.g. 2027-01-01T00:00:00Z",
+    )
+}
+
+/// `spec.<field>`, when set, is a UUID (as the API requires of it).
+pub fn uuid(field: &str) -> Rule {
+    matching(
+        field,
+        UUID,
+        "a UUID, e.g. 6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b",
+    )
+}
+
+/// `spec.<field>`, when set, matches `pattern`; the refusal says it must be `what`.
+fn matching(field: &str, pattern: &str, what: &str) -> Rule {
+    Rule::new(format!(
+        "!has(self.{field}) || self.{field}.matches(r'{pattern}')"
+    ))
+    .field_path(format!(".{field}"))
+    .reason(Reason::FieldValueInvalid)
+    .message(Message::Message(format!("spec.{field} must be {what}")))
+}
+
 /// A label selector (at `field`, e.g. `spec.apiKeySelector`) the operator can build: each
 /// `matchExpressions` operator is `In` or `NotIn` with values, or `Exists` or `DoesNotExist`
 /// without. One it cannot build would fail at every use (a Connection's, for every namespace).
 pub fn label_selector(field: &str) -> Rule {
-    Rule::new(
-        "!has(self.matchExpressions) || self.matchExpressions.all(e, \
+    Rule::new(format!(
+        "(!has(self.matchLabels) || self.matchLabels.all(k, k.matches(r'{LABEL_KEY}') && \
+         self.matchLabels[k].matches(r'{LABEL_VALUE}'))) && \
+         (!has(self.matchExpressions) || self.matchExpressions.all(e, \
+         e.key.matches(r'{LABEL_KEY}') && \
          e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && \
-         (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",
-    )
+         (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0)))"
+    ))
     .message(Message::Message(format!(
-        "{field}.matchExpressions: operator must be In, NotIn, Exists or DoesNotExist, with values for In and NotIn and none for Exists and DoesNotExist"
+        "{field}: each key must be a label key (an optional DNS prefix and /, then at most 63 letters, digits, '-', '_' or '.'), each matchLabels value a label value, and each matchExpressions operator In, NotIn, Exists or DoesNotExist, with values for In and NotIn and none for Exists and DoesNotExist"
     )))
 }
+
+/// A label key as Kubernetes checks it: an optional DNS-subdomain prefix and `/`, then a name
+/// of at most 63 characters that starts and ends alphanumeric.
+const LABEL_KEY: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
+
+/// A label value as Kubernetes checks it: empty, or at most 63 characters that start and end
+/// alphanumeric.
+const LABEL_VALUE: &str = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$";
 
 #[cfg(test)]
 mod tests {

@@ -98,7 +98,10 @@ impl Builder<'_> {
             integration_id: Some(integration),
             note: remote.note.clone(),
             usage_limits: None,
-            expires_at: remote.expires_at.clone(),
+            expires_at: remote
+                .expires_at
+                .as_deref()
+                .map(crate::resources::api_key::rfc3339),
             reset_usage: None,
             deletion_policy: DeletionPolicy::Orphan,
             managed: Default::default(),

@@ -331,7 +331,7 @@ async fn integration_provider_and_api_key_identities_are_immutable() {
         .await
         .unwrap();
     let keys = dynamic_api(&env, "ApiKey", "apikeys");
-    let spec = json!({"name": "app", "kind": "user", "userId": "u-1", "workspaceId": workspace,
+    let spec = json!({"name": "app", "kind": "user", "userId": "6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b", "workspaceId": workspace,
                       "scopes": ["completions.write"], "secretRef": {"name": "app-key"}});
     keys.create(&pp, &object("ApiKey", "app", spec))
         .await
@@ -369,7 +369,12 @@ async fn integration_provider_and_api_key_identities_are_immutable() {
             "slug is immutable: create a new Provider",
         ),
         (&keys, "app", json!({"kind": "service"}), "kind"),
-        (&keys, "app", json!({"userId": "u-2"}), "userId"),
+        (
+            &keys,
+            "app",
+            json!({"userId": "7a2d3c4b-5e6f-4a71-9b8c-0d1e2f3a4b5c"}),
+            "userId",
+        ),
         (
             &keys,
             "app",
@@ -413,7 +418,26 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
     let connections = cluster("Connection", "connections");
     let refused = |created, what: &str| support::refusal(created, what.to_string());
     type Change<'a> = &'a dyn Fn(&mut Value);
-    let cases: [(Change, &[&str]); 11] = [
+    let cases: [(Change, &[&str]); 15] = [
+        (
+            &|s| s["managementUrl"] = json!("https://admin:sk-url-4Zp@api.example"),
+            &["spec.managementUrl", "must not carry credentials"],
+        ),
+        (
+            &|s| s["gatewayUrl"] = json!("https://u:sk-url-4Zp@gateway.example/v1"),
+            &["spec.gatewayUrl", "must not carry credentials"],
+        ),
+        (
+            &|s| s["namespaceSelector"] = json!({"matchLabels": {"team/x/y": "a"}}),
+            &["spec.namespaceSelector", "a label key"],
+        ),
+        (
+            &|s| {
+                s["grants"] = json!([{"namespaceSelector": {"matchExpressions":
+                    [{"key": "bad key", "operator": "Exists"}]}}])
+            },
+            &["spec.grants[0].namespaceSelector", "a label key"],
+        ),
         (
             &|s| s["burst"] = json!(5_000_000_000u64),
             &["spec.burst", "4294967295"],
@@ -488,10 +512,28 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
         .await;
     let message = refused(created, "a token URL");
     support::assert_mentions(&message, &["spec.auth.oauth2ClientCredentials.tokenUrl"]);
+    let oauth = json!({"tokenUrl": "https://id:sk-url-4Zp@auth.example/token",
+                       "clientIdRef": secret, "clientSecretRef": secret});
+    let created = connections
+        .create(
+            &dry_run,
+            &connection(&|s| s["auth"] = json!({"oauth2ClientCredentials": oauth})),
+        )
+        .await;
+    let message = refused(created, "a token URL with credentials");
+    support::assert_mentions(
+        &message,
+        &[
+            "spec.auth.oauth2ClientCredentials.tokenUrl",
+            "must not carry credentials",
+        ],
+    );
+    assert!(!message.contains("sk-url-4Zp"), "{message}");
     let valid = |s: &mut Value| {
         s["burst"] = json!(4_294_967_295u64);
         s["managementUrl"] = json!("HTTPS://[::1]:8443/api/");
         s["headers"] = json!([{"name": "x-tsg-id", "value": "1234 ü\t"}]);
+        s["namespaceSelector"] = json!({"matchLabels": {"example.com/team": "a_b.c-d", "env": ""}});
     };
     connections
         .create(&dry_run, &connection(&valid))
@@ -597,5 +639,114 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
         .await
         .expect("mcpServers: null is admitted");
 
+    env.cleanup().await;
+}
+
+/// Values the API would refuse, or aigw could never apply, are refused at admission naming the
+/// field, rather than stored and then Stalled: an instant that is no RFC 3339, a user id that is
+/// no UUID, a document path named twice or with a leading-zero index, a selector key that is no
+/// label key, credentials in a gateway URL (never quoted back).
+#[tokio::test]
+async fn values_that_could_only_stall_are_refused_at_admission() {
+    let env = TestEnv::new("crds-values").await;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let refused = |created: Result<DynamicObject, kube::Error>, what: &str| {
+        support::refusal(created, what.to_string())
+    };
+    let keys = dynamic_api(&env, "ApiKey", "apikeys");
+    let key = json!({"name": "app", "kind": "user", "userId": "user-1", "scopes": ["a"],
+                     "secretRef": {"name": "app-key"}, "expiresAt": "next week"});
+    let message = refused(
+        keys.create(&dry_run, &object("ApiKey", "app", key)).await,
+        "an ApiKey of a bad userId and expiresAt",
+    );
+    support::assert_mentions(
+        &message,
+        &["spec.userId", "UUID", "spec.expiresAt", "RFC 3339"],
+    );
+    let key = json!({"name": "app", "kind": "user", "scopes": ["a"],
+                     "userId": "6F1C2B3A-4D5E-4F60-8A7B-9C0D1E2F3A4B",
+                     "secretRef": {"name": "app-key"}, "expiresAt": "2027-01-01T00:00:00.5+02:00"});
+    keys.create(&dry_run, &object("ApiKey", "app", key))
+        .await
+        .expect("a UUID in capitals and an instant with an offset are valid");
+
+    let configs = dynamic_api(&env, "Config", "configs");
+    let secret = |key: &str| json!({"name": "provider-keys", "key": key});
+    for (refs, mentions) in [
+        (
+            json!({"secretRefs": [{"path": "/targets/0/api_key", "secretKeyRef": secret("a")},
+                                  {"path": "/targets/0/api_key", "secretKeyRef": secret("b")}]}),
+            &["spec.secretRefs[1]", "Duplicate value"][..],
+        ),
+        (
+            json!({"secretRefs": [{"path": "/targets/01/api_key", "secretKeyRef": secret("a")}]}),
+            &["spec.secretRefs[0].path", "leading zero"],
+        ),
+        (
+            json!({"resourceRefs": [{"path": "/input_guardrails/00", "kind": "Guardrail", "name": "g"}]}),
+            &["spec.resourceRefs[0].path", "leading zero"],
+        ),
+        (
+            json!({"secretRefs": [{"path": "/targets/0/provider", "secretKeyRef": secret("a")}],
+                   "resourceRefs": [{"path": "/targets/0/provider", "kind": "Provider", "name": "p"}]}),
+            &["spec.resourceRefs", "name the same path"],
+        ),
+    ] {
+        let mut spec = config_spec();
+        spec.as_object_mut()
+            .unwrap()
+            .extend(refs.as_object().unwrap().clone());
+        let created = configs
+            .create(&dry_run, &object("Config", "refs", spec))
+            .await;
+        support::assert_mentions(&refused(created, &format!("{mentions:?}")), mentions);
+    }
+    let mut spec = config_spec();
+    spec["secretRefs"] = json!([{"path": "/targets/0/api_key", "secretKeyRef": secret("a")},
+                                {"path": "/targets/10/api_key", "secretKeyRef": secret("b")},
+                                {"path": "/custom_headers/0x-key", "secretKeyRef": secret("c")}]);
+    configs
+        .create(&dry_run, &object("Config", "refs", spec))
+        .await
+        .expect(
+            "distinct paths, /0, /10 and a key that starts with a zero (not all digits) are valid",
+        );
+
+    let rollouts = dynamic_api(&env, "ConfigRollout", "configrollouts");
+    let rollout = |selector: Value| {
+        let spec = json!({"stableConfigRef": {"name": "a"}, "candidateConfigRef": {"name": "b"},
+            "apiKeySelector": selector, "steps": [{"weight": 100, "pause": "5m"}],
+            "analysis": {"workspaceSlug": "w", "minRequests": 5, "maxErrorRate": 0.05}});
+        object("ConfigRollout", "canary", spec)
+    };
+    for selector in [
+        json!({"matchLabels": {"bad key!": "x"}}),
+        json!({"matchLabels": {"canary": "not a value"}}),
+        json!({"matchExpressions": [{"key": "-x", "operator": "Exists"}]}),
+    ] {
+        let created = rollouts.create(&dry_run, &rollout(selector.clone())).await;
+        let message = refused(created, &selector.to_string());
+        support::assert_mentions(&message, &["spec.apiKeySelector", "a label key"]);
+    }
+
+    let deployments = dynamic_api(&env, "Deployment", "deployments");
+    let mut spec = deployment_spec();
+    spec["authSettings"]["mcpGatewayBaseUrl"] = json!("https://gw:hunter2-Xq@gw.example/mcp");
+    let created = deployments
+        .create(&dry_run, &object("Deployment", "edge", spec))
+        .await;
+    let message = refused(created, "a gateway URL with credentials");
+    support::assert_mentions(
+        &message,
+        &[
+            "spec.authSettings.mcpGatewayBaseUrl",
+            "must not carry credentials",
+        ],
+    );
+    assert!(!message.contains("hunter2-Xq"), "{message}");
     env.cleanup().await;
 }

@@ -498,7 +498,7 @@ async fn a_rollout_is_refused_what_it_cannot_do() {
         assert!(
             error
                 .to_string()
-                .contains("operator must be In, NotIn, Exists or DoesNotExist"),
+                .contains("operator In, NotIn, Exists or DoesNotExist"),
             "{expression}: {error}"
         );
     }
