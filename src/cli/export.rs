@@ -128,12 +128,16 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
             super::first_few(&exported.managed)
         );
     }
-    let counts = counted(&exported.counts).unwrap_or_else(|| "nothing".to_string());
-    super::write_stdout(&format!(
-        "exported {counts} to {} ({} files with kustomization.yaml)",
-        args.out.display(),
-        exported.files.len()
-    ))
+    let out = args.out.display();
+    let said = match counted(&exported.counts) {
+        // `files` ends with kustomization.yaml.
+        Some(counts) => format!(
+            "exported {counts} to {out}: {} manifests and kustomization.yaml",
+            exported.files.len().saturating_sub(1)
+        ),
+        None => format!("exported nothing to {out}: it holds an empty kustomization.yaml"),
+    };
+    super::write_stdout(&said)
 }
 
 /// `e` with why the apiserver refused (its Status message: `… is forbidden: User … cannot
