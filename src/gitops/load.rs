@@ -146,7 +146,11 @@ pub fn parse_into(loaded: &mut Loaded, source: &str, text: &str, is_json: bool) 
                 loaded.failures.push(ParseFailure {
                     source: source.into(),
                     index,
-                    message: format!("invalid YAML: {e}"),
+                    // serde quotes the value a tag made the wrong type (`!!int <a token>`).
+                    message: format!(
+                        "invalid YAML: {}",
+                        crate::api::secret_fields::without_decoded_values(&e.to_string())
+                    ),
                 });
                 // The YAML stream cannot be resumed after a syntax error.
                 break;

@@ -415,6 +415,7 @@ impl Validator {
             });
             return;
         };
+        let found = out.len();
         for required in root.required.iter().flatten() {
             if !map.contains_key(required) {
                 out.push(Violation {
@@ -423,14 +424,16 @@ impl Validator {
                 });
             }
         }
+        let mut fields = Vec::new();
         for (key, child) in map {
             match key.as_str() {
                 "apiVersion" | "kind" | "metadata" | "status" => {}
                 _ => match root.properties.as_ref().and_then(|p| p.get(key)) {
-                    Some(schema) => {
-                        let child = super::schema::without_null_fields(schema, child);
-                        self.checker.check(schema, &child, key, out)
-                    }
+                    Some(schema) => fields.push((
+                        schema,
+                        super::schema::without_null_fields(schema, child),
+                        key,
+                    )),
                     None => out.push(Violation {
                         path: key.clone(),
                         message: format!("unknown field \"{key}\""),
@@ -438,6 +441,26 @@ impl Validator {
                 },
             }
         }
+        // The apiserver evaluates no CEL rule of an object with a value of the wrong type ("some
+        // validation rules were not checked because the object was invalid"); after any other
+        // finding (a pattern, a bound) it does.
+        self.checker.without_rules(|| {
+            for (schema, child, key) in &fields {
+                self.checker.check(schema, child, key, out);
+            }
+        });
+        if out[found..]
+            .iter()
+            .any(|v| v.message.contains("must be of type"))
+        {
+            return;
+        }
+        let mut with_rules = Vec::new();
+        for (schema, child, key) in &fields {
+            self.checker.check(schema, child, key, &mut with_rules);
+        }
+        let structural = out[found..].to_vec();
+        out.extend(with_rules.into_iter().filter(|v| !structural.contains(v)));
     }
 }
 
@@ -980,8 +1003,30 @@ mod tests {
                 "managementUrl: 'https://'",
                 "managementUrl: 'http://x/%zz'",
                 "managementUrl: https://api.example, headers: [{name: Authorization, value: 'Bearer x'}]",
+                "managementUrl: 'https://user:pw@api.example'",
+                "managementUrl: ' https:///user:pw@api.example'",
             ],
         );
+    }
+
+    /// A URL with a password where a string belongs (a list), or made an integer by a YAML tag,
+    /// is refused without the password: as the apiserver, validate evaluates no rule of an
+    /// object with a value of the wrong type (a rule's error quoted the list), and a decoding
+    /// error says the type, not the value.
+    #[test]
+    fn a_value_of_the_wrong_type_is_refused_without_quoting_it() {
+        for url in [
+            "['https://user:PW-MARK-1@api.example']",
+            "!!int https://user:PW-MARK-1@api.example",
+        ] {
+            let report = validate(&format!(
+                "apiVersion: aigw.io/v1alpha1\nkind: Connection\nmetadata: {{name: c}}\nspec:\n  managementUrl: {url}\n  auth: {{bearerToken: {{secretRef: {{namespace: aigw, name: t, key: token}}}}}}\n"
+            ));
+            let said = format!("{:?}", report.problems);
+            assert!(!report.is_valid(), "{url}");
+            assert!(!said.contains("PW-MARK-1"), "{said}");
+            assert!(!said.contains("rule"), "{said}");
+        }
     }
 
     /// Each of `valid`, made a manifest by `manifest`, is valid; each of `refused` is not.

@@ -12,7 +12,6 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
-    ValidationRule,
 };
 
 /// The most characters a spec string without a bound of its own may hold.
@@ -79,28 +78,23 @@ fn checked_references(schema: &mut JSONSchemaProps) {
 }
 
 /// The lists that place values into a document by JSON Pointer (`secretRefs`, `resourceRefs`)
-/// hold each `path` once (a list map keyed by it: the apiserver refuses a second entry as a
-/// `Duplicate value`, and server-side apply merges entries by path), and no path has a segment
-/// of digits with a leading zero (`/targets/01`), which no pointer lookup reads as index 1.
-/// Both would otherwise be stored and then stall the object.
+/// hold each `path` once: a list map keyed by it, so the apiserver refuses a second entry as a
+/// `Duplicate value` (two values for one place would stall the object), and server-side apply
+/// merges entries by path.
 fn keyed_by_path(schema: &mut JSONSchemaProps) {
     for (field, property) in schema.properties.iter_mut().flatten() {
+        let has_path = |items: &JSONSchemaProps| {
+            items
+                .properties
+                .as_ref()
+                .is_some_and(|p| p.contains_key("path"))
+        };
         if matches!(field.as_str(), "secretRefs" | "resourceRefs")
-            && let Some(JSONSchemaPropsOrArray::Schema(items)) = &mut property.items
-            && let Some(path) = items.properties.as_mut().and_then(|p| p.get_mut("path"))
+            && let Some(JSONSchemaPropsOrArray::Schema(items)) = &property.items
+            && has_path(items)
         {
             property.x_kubernetes_list_type = Some("map".into());
             property.x_kubernetes_list_map_keys = Some(vec!["path".into()]);
-            path.x_kubernetes_validations
-                .get_or_insert_with(Vec::new)
-                .push(ValidationRule {
-                    rule: "!self.matches('/0[0-9]+(/|$)')".into(),
-                    message: Some(format!(
-                        "spec.{field}[].path has a segment of digits with a leading zero (/01), \
-                         which a JSON Pointer never reads as an array index: write /1"
-                    )),
-                    ..Default::default()
-                });
         }
         keyed_by_path(property);
     }
@@ -131,14 +125,26 @@ fn selectors_bounded(schema: &mut JSONSchemaProps) {
     }
     if let Some(expressions) = properties.get_mut("matchExpressions") {
         expressions.max_items = Some(SELECTOR_EXPRESSIONS);
-        let key = match expressions.items.as_mut() {
+        let mut expression = match expressions.items.as_mut() {
             Some(JSONSchemaPropsOrArray::Schema(item)) => item.properties.as_mut(),
             _ => None,
-        }
-        .and_then(|p| p.get_mut("key"));
-        if let Some(key) = key {
+        };
+        // Patterns, not CEL: they cost nothing against the rules' budget, and neither a label
+        // key nor a value is a secret to keep out of the refusal.
+        if let Some(key) = expression.as_deref_mut().and_then(|p| p.get_mut("key")) {
             // A DNS-subdomain prefix (253), the slash and a name (63).
             key.max_length = Some(317);
+            key.pattern = Some(super::rules::LABEL_KEY.into());
+        }
+        let values = expression
+            .and_then(|p| p.get_mut("values"))
+            .and_then(|values| match values.items.as_mut() {
+                Some(JSONSchemaPropsOrArray::Schema(value)) => Some(value),
+                _ => None,
+            });
+        if let Some(value) = values {
+            value.max_length = Some(63);
+            value.pattern = Some(super::rules::LABEL_VALUE.into());
         }
     }
 }

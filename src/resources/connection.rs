@@ -13,7 +13,7 @@ use super::common::conditions_schema;
 /// validate` reads it the same way (`gitops::cel`).
 pub fn http_url(url: &str) -> String {
     format!(
-        r#"{url}.matches(r'^(?i:https?)://[^\s/?#\\]+(/[^\s?#\\]*)?$') && isURL({url}) && url({url}).getHostname() != '' && (url({url}).getPort() == '' || int(url({url}).getPort()) <= 65535)"#
+        r#"{url}.matches(r'^(?i:https?)://[^\t\n\f\r /?#\\]+(/[^\t\n\f\r ?#\\]*)?$') && isURL({url}) && url({url}).getHostname() != '' && (url({url}).getPort() == '' || int(url({url}).getPort()) <= 65535)"#
     )
 }
 

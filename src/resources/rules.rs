@@ -77,25 +77,50 @@ pub fn workspace_named_alike(kind: &str) -> Rule {
 }
 
 /// The URL at `field` (a dotted path from the object holding the rule, e.g.
-/// `authSettings.gatewayBaseUrl`; `displayed` in its message), when set, carries no credentials (`user:password@`): a URL is shown in `kubectl get`, events and
-/// errors, where a password in it would be read by all. `instead` says where they go. A rule on
-/// the object rather than the string, so that its refusal does not quote the URL.
+/// `authSettings.gatewayBaseUrl`; `displayed` in its message), when set, carries no
+/// credentials (`user:password@`): a URL is shown in `kubectl get`, events and errors, where a
+/// password in it would be read by all. `instead` says where they go. A rule on the object
+/// rather than the string, so that its refusal does not quote the URL.
 pub fn no_credentials_in_url(field: &str, displayed: &str, instead: &str) -> Rule {
-    let mut present = String::new();
-    let mut prefix = String::from("self");
-    for part in field.split('.') {
-        prefix = format!("{prefix}.{part}");
-        present.push_str(&format!("!has({prefix}) || "));
-    }
-    Rule::new(format!(
-        "{present}!{prefix}.matches(r'^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')"
-    ))
-    .field_path(format!(".{field}"))
-    .reason(Reason::FieldValueForbidden)
-    .message(Message::Message(format!(
-        "{displayed} must not carry credentials (user:password@): {instead}"
-    )))
+    let (unset, value) = unset_or(field);
+    Rule::new(format!("{unset}!{value}.matches(r'{USERINFO}')"))
+        .field_path(format!(".{field}"))
+        .reason(Reason::FieldValueForbidden)
+        .message(Message::Message(format!(
+            "{displayed} must not carry credentials (user:password@): {instead}"
+        )))
 }
+
+/// The URL at `field` (a dotted path, as [`no_credentials_in_url`]), when set and not empty
+/// (what the API reads as unset), is one aigw or the gateway can call:
+/// [`super::connection::http_url`]. On the object, so that its refusal does not quote the URL.
+pub fn http_url_unless_empty(field: &str, displayed: &str) -> Rule {
+    let (unset, value) = unset_or(field);
+    let url = super::connection::http_url(&value);
+    Rule::new(format!("{unset}{value} == '' || ({url})"))
+        .field_path(format!(".{field}"))
+        .reason(Reason::FieldValueInvalid)
+        .message(Message::Message(format!(
+            "{displayed} must be an http:// or https:// URL with a host, and without a query or fragment"
+        )))
+}
+
+/// For the dotted `field`: the CEL that holds when it (or an object on its way) is absent,
+/// ending in `||`, and the CEL of its value.
+fn unset_or(field: &str) -> (String, String) {
+    let mut unset = String::new();
+    let mut value = String::from("self");
+    for part in field.split('.') {
+        value = format!("{value}.{part}");
+        unset.push_str(&format!("!has({value}) || "));
+    }
+    (unset, value)
+}
+
+/// A URL with userinfo, spelled as a URL parser (WHATWG's, which browsers and the `url` crate
+/// follow) still reads it: leading control characters and spaces, any case of scheme (or none),
+/// tabs and newlines in it, any number of slashes or backslashes before the authority.
+const USERINFO: &str = r"^[\x00-\x20]*([a-zA-Z][a-zA-Z0-9+.\-\t\n\r]*:)?[\t\n\r/\\]*[^/?#\\]*@";
 
 /// An instant as RFC 3339 writes one, e.g. `2027-01-01T00:00:00Z` (offset required).
 const RFC3339: &str = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)([.][0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
@@ -138,9 +163,8 @@ fn matching(field: &str, pattern: &str, what: &str) -> Rule {
 pub fn label_selector(field: &str) -> Rule {
     Rule::new(format!(
         "(!has(self.matchLabels) || self.matchLabels.all(k, k.matches(r'{LABEL_KEY}') && \
-         self.matchLabels[k].matches(r'{LABEL_VALUE}'))) && \
+         !k.matches(r'^[^/]{{254,}}/') && self.matchLabels[k].matches(r'{LABEL_VALUE}'))) && \
          (!has(self.matchExpressions) || self.matchExpressions.all(e, \
-         e.key.matches(r'{LABEL_KEY}') && \
          e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && \
          (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0)))"
     ))
@@ -151,11 +175,11 @@ pub fn label_selector(field: &str) -> Rule {
 
 /// A label key as Kubernetes checks it: an optional DNS-subdomain prefix and `/`, then a name
 /// of at most 63 characters that starts and ends alphanumeric.
-const LABEL_KEY: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
+pub(crate) const LABEL_KEY: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
 
 /// A label value as Kubernetes checks it: empty, or at most 63 characters that start and end
 /// alphanumeric.
-const LABEL_VALUE: &str = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$";
+pub(crate) const LABEL_VALUE: &str = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$";
 
 #[cfg(test)]
 mod tests {
