@@ -122,6 +122,8 @@ fn files_under(path: &Path) -> Result<Vec<PathBuf>, GitopsError> {
 
 /// Parses one source's text, appending documents (empty ones skipped) and failures.
 pub fn parse_into(loaded: &mut Loaded, source: &str, text: &str, is_json: bool) {
+    // A byte-order mark some editors write, which kubectl reads past.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if is_json {
         let mut json = serde_json::Deserializer::from_str(text);
         let twice = RefCell::default();

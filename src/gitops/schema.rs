@@ -210,7 +210,10 @@ impl SchemaChecker {
                 (None, Some(additional)) => self.check(additional, value, &child, out),
                 // An object without declared properties (like `metadata` in a CRD) is not pruned.
                 (None, None) if preserve || properties.is_none() => {}
-                (None, None) => out.push(violation(&child, format!("unknown field \"{child}\""))),
+                (None, None) => {
+                    let child = join(path, &shown_key(key));
+                    out.push(violation(&child, format!("unknown field \"{child}\"")))
+                }
             }
         }
     }
@@ -253,6 +256,32 @@ impl SchemaChecker {
                 )),
             }
         }
+    }
+}
+
+/// Whether `violation` keeps the apiserver from evaluating the object's CEL rules: a value of
+/// the wrong type, a missing required field, a value outside its enum, too long a string, too
+/// many items (`hasBlockingErr` of its CRD strategy). A pattern or a bound below does not.
+pub fn blocks_rules(violation: &Violation) -> bool {
+    let message = violation.message.as_str();
+    message.contains("must be of type")
+        || [
+            "Required value",
+            "Unsupported value",
+            "Too long",
+            "Too many",
+        ]
+        .iter()
+        .any(|start| message.starts_with(start))
+}
+
+/// An unknown field's name as validate shows it: up to its first `:`, `@`, space or control
+/// character. A field name never holds one, but a value does when the space after a colon was
+/// left out (`gatewayBaseUrl:https://user:password@host` is one unknown key).
+pub fn shown_key(key: &str) -> String {
+    match key.find(|c: char| c == ':' || c == '@' || c.is_whitespace() || c.is_control()) {
+        Some(end) => format!("{}…", &key[..end]),
+        None => key.to_string(),
     }
 }
 

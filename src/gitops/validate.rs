@@ -328,6 +328,20 @@ impl Validator {
         let value = &document.value;
         let api_version = value["apiVersion"].as_str().unwrap_or_default();
         let kind = value["kind"].as_str().unwrap_or_default();
+        // An empty document is nothing to kubectl; one that is no object, or has no apiVersion
+        // or kind, is a manifest it refuses ("apiVersion not set").
+        if value.is_null() {
+            return;
+        }
+        if api_version.is_empty() || kind.is_empty() {
+            report.problems.push(Problem {
+                location: document.location(),
+                resource: "-".into(),
+                path: String::new(),
+                message: "not a Kubernetes object: a manifest is an object with apiVersion and kind (kubectl apply refuses it)".into(),
+            });
+            return;
+        }
         // An aigw kind under an apiVersion that is not `aigw.io/<version>` (a group without a
         // version, a misspelt group) is a mistake `kubectl apply` would fail on, never another
         // tool's document to ignore.
@@ -434,25 +448,25 @@ impl Validator {
                         super::schema::without_null_fields(schema, child),
                         key,
                     )),
-                    None => out.push(Violation {
-                        path: key.clone(),
-                        message: format!("unknown field \"{key}\""),
-                    }),
+                    None => {
+                        let key = super::schema::shown_key(key);
+                        out.push(Violation {
+                            path: key.clone(),
+                            message: format!("unknown field \"{key}\""),
+                        })
+                    }
                 },
             }
         }
-        // The apiserver evaluates no CEL rule of an object with a value of the wrong type ("some
+        // The apiserver evaluates no CEL rule of an object with a blocking finding ("some
         // validation rules were not checked because the object was invalid"); after any other
-        // finding (a pattern, a bound) it does.
+        // (a pattern, a minimum) it does.
         self.checker.without_rules(|| {
             for (schema, child, key) in &fields {
                 self.checker.check(schema, child, key, out);
             }
         });
-        if out[found..]
-            .iter()
-            .any(|v| v.message.contains("must be of type"))
-        {
+        if out[found..].iter().any(super::schema::blocks_rules) {
             return;
         }
         let mut with_rules = Vec::new();
@@ -1027,6 +1041,46 @@ mod tests {
             assert!(!said.contains("PW-MARK-1"), "{said}");
             assert!(!said.contains("rule"), "{said}");
         }
+        // No space after the colon: the key is the field and its value, an unknown field.
+        let report = validate(
+            "apiVersion: aigw.io/v1alpha1\nkind: Deployment\nmetadata: {name: d, namespace: a}\nspec: {name: d, type: production, credentialsSecretRef: {name: c}, authSettings: {allowAllWorkspaces: false, gatewayBaseUrl:https://u:PW-MARK-2@gw.example}}\n",
+        );
+        let said = format!("{:?}", report.problems);
+        assert!(said.contains("unknown field"), "{said}");
+        assert!(said.contains("spec.authSettings.gatewayBaseUrl…"), "{said}");
+        assert!(!said.contains("PW-MARK-2"), "{said}");
+        // A missing required field blocks the rules too (one failed to evaluate without it).
+        let report = validate(
+            "apiVersion: aigw.io/v1alpha1\nkind: McpIntegration\nmetadata: {name: m}\nspec: {name: m, authType: none, transport: http}\n",
+        );
+        let said = format!("{:?}", report.problems);
+        assert!(said.contains("Required value"), "{said}");
+        assert!(!said.contains("rule"), "{said}");
+    }
+
+    /// What kubectl refuses as no Kubernetes object is a problem, not another tool's document
+    /// to ignore; an empty document and a byte-order mark are nothing.
+    #[test]
+    fn a_document_without_apiversion_or_kind_is_refused() {
+        for text in [
+            "kind: Connection\nmetadata: {name: c}\n",
+            "apiVersion: aigw.io/v1alpha1\nmetadata: {name: c}\n",
+            "- apiVersion: aigw.io/v1alpha1\n  kind: Connection\n",
+            "just text\n",
+        ] {
+            let report = validate(text);
+            assert!(!report.is_valid(), "{text}");
+            assert!(
+                report.problems[0]
+                    .message
+                    .contains("not a Kubernetes object"),
+                "{text}: {:?}",
+                report.problems
+            );
+        }
+        let report = validate(&format!("\u{feff}{POLICY}---\n"));
+        assert!(report.is_valid(), "{:?}", report.problems);
+        assert_eq!(report.manifests.len(), 1);
     }
 
     /// Each of `valid`, made a manifest by `manifest`, is valid; each of `refused` is not.

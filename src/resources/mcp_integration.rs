@@ -40,7 +40,7 @@ use crate::api;
 #[x_kube(validation = rules::set_at_creation("slug", "McpIntegration"))]
 #[x_kube(validation = rules::same_connection("McpIntegration"))]
 // Rules, not a schema pattern: a pattern's refusal quotes the string, which may hold a token.
-#[x_kube(validation = Rule::new(r"self.url.matches(r'^https?://[^\t\n\f\r ]+$')").field_path(".url").reason(Reason::FieldValueInvalid).message("spec.url must be an http:// or https:// URL without spaces"))]
+#[x_kube(validation = Rule::new(r"self.url.matches(r'^(?i:https?)://[^\t\n\f\r \\]+$')").field_path(".url").reason(Reason::FieldValueInvalid).message("spec.url must be an http:// or https:// URL without spaces or backslashes"))]
 #[x_kube(validation = rules::no_credentials_in_url("url", "spec.url", "put them in a Secret named by spec.configurationsSecretRef, e.g. as custom_headers"))]
 pub struct McpIntegrationSpec {
     /// The integration's slug (what an MCP server's `mcpIntegration` may name). Set, aigw adopts
