@@ -1009,6 +1009,7 @@ mod tests {
             &[
                 "managementUrl: HTTPS://api.example.com, burst: 20.0",
                 "managementUrl: 'http://[::1]:8080/api'",
+                "managementUrl: 'http://127.0.0.1:34567', gatewayUrl: 'https://a_b.example/v1'",
                 "managementUrl: https://api.example, headers: [{name: x-tsg-id, value: '1'}]",
             ],
             &[
@@ -1018,6 +1019,9 @@ mod tests {
                 "managementUrl: 'http://x/%zz'",
                 "managementUrl: https://api.example, headers: [{name: Authorization, value: 'Bearer x'}]",
                 "managementUrl: 'https://user:pw@api.example'",
+                "managementUrl: 'https://10.0.0.256'",
+                "managementUrl: 'https://ex%41mple.com'",
+                "managementUrl: 'https://h.example:80:80'",
                 "managementUrl: ' https:///user:pw@api.example'",
             ],
         );

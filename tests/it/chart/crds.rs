@@ -418,7 +418,11 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
     let connections = cluster("Connection", "connections");
     let refused = |created, what: &str| support::refusal(created, what.to_string());
     type Change<'a> = &'a dyn Fn(&mut Value);
-    let cases: [(Change, &[&str]); 15] = [
+    let cases: [(Change, &[&str]); 16] = [
+        (
+            &|s| s["managementUrl"] = json!("https://ex%41mple.com:80:80"),
+            &["spec.managementUrl", "http:// or https:// URL"],
+        ),
         (
             &|s| s["managementUrl"] = json!("https://admin:sk-url-4Zp@api.example"),
             &["spec.managementUrl", "must not carry credentials"],
