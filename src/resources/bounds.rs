@@ -12,6 +12,7 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    ValidationRule,
 };
 
 /// The most characters a spec string without a bound of its own may hold.
@@ -80,7 +81,8 @@ fn checked_references(schema: &mut JSONSchemaProps) {
 /// The lists that place values into a document by JSON Pointer (`secretRefs`, `resourceRefs`)
 /// hold each `path` once: a list map keyed by it, so the apiserver refuses a second entry as a
 /// `Duplicate value` (two values for one place would stall the object), and server-side apply
-/// merges entries by path.
+/// merges entries by path. Nor is one path inside another's value (`/targets/0` and
+/// `/targets/0/api_key`: the first value is no object to hold the second).
 fn keyed_by_path(schema: &mut JSONSchemaProps) {
     for (field, property) in schema.properties.iter_mut().flatten() {
         let has_path = |items: &JSONSchemaProps| {
@@ -95,6 +97,17 @@ fn keyed_by_path(schema: &mut JSONSchemaProps) {
         {
             property.x_kubernetes_list_type = Some("map".into());
             property.x_kubernetes_list_map_keys = Some(vec!["path".into()]);
+            property
+                .x_kubernetes_validations
+                .get_or_insert_with(Vec::new)
+                .push(ValidationRule {
+                    rule: "self.all(a, !self.exists(b, b.path.startsWith(a.path + '/')))".into(),
+                    message: Some(format!(
+                        "spec.{field} names a path inside another's value (/targets/0 and \
+                         /targets/0/api_key): the first value is no object to hold the second"
+                    )),
+                    ..Default::default()
+                });
         }
         keyed_by_path(property);
     }

@@ -36,7 +36,7 @@ use super::promotion::RevisionOrder;
 #[x_kube(validation = rules::same_connection("Config"))]
 #[x_kube(validation = rules::workspace_id_or_ref())]
 #[x_kube(validation = rules::set_at_creation("workspaceRef", "Config"))]
-#[x_kube(validation = Rule::new("!has(self.secretRefs) || !has(self.resourceRefs) || !self.resourceRefs.exists(r, self.secretRefs.exists(s, s.path == r.path))").field_path(".resourceRefs").reason(Reason::FieldValueInvalid).message("spec.resourceRefs and spec.secretRefs name the same path: each value of the document comes from one of them"))]
+#[x_kube(validation = Rule::new("!has(self.secretRefs) || !has(self.resourceRefs) || !self.resourceRefs.exists(r, self.secretRefs.exists(s, s.path == r.path || r.path.startsWith(s.path + '/') || s.path.startsWith(r.path + '/')))").field_path(".resourceRefs").reason(Reason::FieldValueInvalid).message("spec.resourceRefs and spec.secretRefs name the same path, or one inside the other: each value of the document comes from one of them"))]
 #[schemars(transform = Reword(&[
     (
         "managementPolicy",

@@ -9,14 +9,15 @@ use super::common::conditions_schema;
 
 /// The rule of a URL aigw sends requests to (it appends the API's paths), over the CEL value
 /// `url` (`self.managementUrl`): http or https (any case), a host of letters, digits, `.`, `-`,
-/// `_` and `~` (not only digits and dots), an IPv4 address or an IPv6 address in brackets, a port that exists, no query or fragment, no
+/// `_`, `~` and non-ASCII letters (an international name), not only digits and dots; an IPv4
+/// address; or an IPv6 address in brackets; a port that exists, no query or fragment, no
 /// space or backslash; and a URL as Kubernetes' URL library reads it. A host spelled otherwise
 /// (percent-encoded, a zone id, symbols) is one the operator's HTTP client may not parse, so it
 /// is refused rather than stored to stall. `aigw validate` reads it the same way
 /// (`gitops::cel`).
 pub fn http_url(url: &str) -> String {
     format!(
-        r#"{url}.matches(r'^(?i:https?)://(((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){{3}}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])|[A-Za-z0-9._~-]*[A-Za-z_~-][A-Za-z0-9._~-]*|\[[0-9A-Fa-f:.]+\])(:[0-9]+)?(/[^\t\n\f\r ?#\\]*)?$') && isURL({url}) && url({url}).getHostname() != '' && (url({url}).getPort() == '' || int(url({url}).getPort()) <= 65535)"#
+        r#"{url}.matches(r'^(?i:https?)://(((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){{3}}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])|([A-Za-z0-9._~-]|[^\x00-\x7F])*([A-Za-z_~-]|[^\x00-\x7F])([A-Za-z0-9._~-]|[^\x00-\x7F])*|\[[0-9A-Fa-f:.]+\])(:[0-9]+)?(/[^\t\n\f\r ?#\\]*)?$') && isURL({url}) && url({url}).getHostname() != '' && (url({url}).getPort() == '' || int(url({url}).getPort()) <= 65535)"#
     )
 }
 

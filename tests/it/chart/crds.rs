@@ -697,6 +697,16 @@ async fn values_that_could_only_stall_are_refused_at_admission() {
                    "resourceRefs": [{"path": "/targets/0/provider", "kind": "Provider", "name": "p"}]}),
             &["spec.resourceRefs", "name the same path"],
         ),
+        (
+            json!({"secretRefs": [{"path": "/targets/0", "secretKeyRef": secret("a")}],
+                   "resourceRefs": [{"path": "/targets/0/provider", "kind": "Provider", "name": "p"}]}),
+            &["spec.resourceRefs", "one inside the other"],
+        ),
+        (
+            json!({"secretRefs": [{"path": "/targets/0/api_key", "secretKeyRef": secret("a")},
+                                  {"path": "/targets/0", "secretKeyRef": secret("b")}]}),
+            &["spec.secretRefs", "inside another's value"],
+        ),
     ] {
         let mut spec = config_spec();
         spec.as_object_mut()
