@@ -122,8 +122,10 @@ fn unset_or(field: &str) -> (String, String) {
 /// tabs and newlines in it, any number of slashes or backslashes before the authority.
 const USERINFO: &str = r"^[\x00-\x20]*([a-zA-Z][a-zA-Z0-9+.\-\t\n\r]*:)?[\t\n\r/\\]*[^/?#\\]*@";
 
-/// An instant as RFC 3339 writes one, e.g. `2027-01-01T00:00:00Z` (offset required).
-const RFC3339: &str = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)([.][0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+/// An instant as RFC 3339 writes one, e.g. `2027-01-01T00:00:00Z` (offset required), on a day
+/// the calendar has (no February 30th; February 29th of leap years only) and without a leap
+/// second, which the API's parser refuses.
+const RFC3339: &str = r"^([0-9]{4}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)|([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29)[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.][0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
 
 /// A UUID, e.g. `6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b`.
 const UUID: &str = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";

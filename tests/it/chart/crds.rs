@@ -683,6 +683,22 @@ async fn values_that_could_only_stall_are_refused_at_admission() {
     keys.create(&dry_run, &object("ApiKey", "app", key))
         .await
         .expect("a UUID in capitals and an instant with an offset are valid");
+    for (at, valid) in [
+        ("2027-02-31T00:00:00Z", false),
+        ("2027-04-31T00:00:00Z", false),
+        ("2027-02-29T00:00:00Z", false),
+        ("2027-06-30T12:34:60Z", false),
+        ("2028-02-29T00:00:00Z", true),
+        ("2000-02-29T23:59:59Z", true),
+    ] {
+        let key = json!({"name": "app", "kind": "service", "scopes": ["a"],
+                         "secretRef": {"name": "app-key"}, "expiresAt": at});
+        let created = keys.create(&dry_run, &object("ApiKey", "app", key)).await;
+        match valid {
+            true => drop(created.expect(at)),
+            false => support::assert_mentions(&refused(created, at), &["spec.expiresAt"]),
+        }
+    }
 
     let configs = dynamic_api(&env, "Config", "configs");
     let secret = |key: &str| json!({"name": "provider-keys", "key": key});

@@ -106,12 +106,11 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
             vec![secret_ref("/output_guardrails", "typed")],
         ),
         (
+            // One path inside another's value is refused at admission (below); a document
+            // value that is no object is found at run time.
             "parent",
-            json!({"provider": "@a"}),
-            vec![
-                secret_ref("/custom_headers", "parent"),
-                secret_ref("/custom_headers/x-key", "child"),
-            ],
+            json!({"provider": "@a", "custom_headers": "plain"}),
+            vec![secret_ref("/custom_headers/x-key", "child")],
         ),
         (
             "resolved",
@@ -123,6 +122,18 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
         let spec = json!({"name": name, "config": document, "secretRefs": refs});
         support::objects::create::<Config>(&h.env, name, spec).await;
     }
+    let nested_refs = json!({"name": "nested-refs", "config": {"provider": "@a"}, "secretRefs": [
+        secret_ref("/custom_headers", "parent"), secret_ref("/custom_headers/x-key", "child")]});
+    let created = h
+        .env
+        .api::<Config>()
+        .create(
+            &Default::default(),
+            &support::objects::object("Config", "nested-refs", nested_refs),
+        )
+        .await;
+    let refused = support::refusal(created, "a secretRefs path inside another's value");
+    assert!(refused.contains("inside another's value"), "{refused}");
 
     // Each stalled with `reason`, its condition `type_` saying where the Secret's value went.
     for (name, reason, type_, says) in [
