@@ -131,10 +131,11 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
     let out = args.out.display();
     let said = match counted(&exported.counts) {
         // `files` ends with kustomization.yaml.
-        Some(counts) => format!(
-            "exported {counts} to {out}: {} manifests and kustomization.yaml",
-            exported.files.len().saturating_sub(1)
-        ),
+        Some(counts) => {
+            let manifests = exported.files.len().saturating_sub(1);
+            let s = if manifests == 1 { "" } else { "s" };
+            format!("exported {counts} to {out}: {manifests} manifest{s} and kustomization.yaml")
+        }
         None => format!("exported nothing to {out}: it holds an empty kustomization.yaml"),
     };
     super::write_stdout(&said)
