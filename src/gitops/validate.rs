@@ -328,11 +328,8 @@ impl Validator {
         let value = &document.value;
         let api_version = value["apiVersion"].as_str().unwrap_or_default();
         let kind = value["kind"].as_str().unwrap_or_default();
-        // An empty document is nothing to kubectl; one that is no object, or has no apiVersion
-        // or kind, is a manifest it refuses ("apiVersion not set").
-        if value.is_null() {
-            return;
-        }
+        // A document that is no object, or has no apiVersion or kind, is a manifest kubectl
+        // refuses ("apiVersion not set"); an empty one was skipped when it was read.
         if api_version.is_empty() || kind.is_empty() {
             report.problems.push(Problem {
                 location: document.location(),

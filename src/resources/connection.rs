@@ -21,20 +21,6 @@ pub fn http_url(url: &str) -> String {
     )
 }
 
-/// [`http_url`] as the rule of the object holding the optional `field` (`displayed` in its
-/// message): on the object, so that a refusal does not quote the URL (it may hold a token).
-fn http_url_of(field: &str, displayed: &str) -> kube::core::Rule {
-    kube::core::Rule::new(format!(
-        "!has(self.{field}) || ({})",
-        http_url(&format!("self.{field}"))
-    ))
-    .field_path(format!(".{field}"))
-    .reason(kube::core::Reason::FieldValueInvalid)
-    .message(kube::core::Message::Message(format!(
-        "{displayed} must be an http:// or https:// URL with a host, and without a query or fragment (aigw appends the API's paths to it)"
-    )))
-}
-
 /// Header names the client sets itself (the Connection's auth, HTTP framing): a header of one
 /// of them would be overridden, or break every request.
 pub const RESERVED_HEADER: &str = r#"!self.name.matches('^(?i:host|authorization|content-length|content-type|transfer-encoding|connection|upgrade|te|trailer|keep-alive|proxy-connection|expect)$')"#;
@@ -62,8 +48,8 @@ pub const RESERVED_HEADER: &str = r#"!self.name.matches('^(?i:host|authorization
     printcolumn(name = "URL", type_ = "string", json_path = ".spec.managementUrl")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = http_url_of("managementUrl", "spec.managementUrl"))]
-#[x_kube(validation = http_url_of("gatewayUrl", "spec.gatewayUrl"))]
+#[x_kube(validation = super::rules::http_url_at("managementUrl", "spec.managementUrl", false))]
+#[x_kube(validation = super::rules::http_url_at("gatewayUrl", "spec.gatewayUrl", false))]
 #[x_kube(validation = super::rules::no_credentials_in_url("managementUrl", "spec.managementUrl", "aigw authenticates with spec.auth"))]
 #[x_kube(validation = super::rules::no_credentials_in_url("gatewayUrl", "spec.gatewayUrl", "aigw authenticates with spec.auth"))]
 pub struct ConnectionSpec {
@@ -287,7 +273,7 @@ pub struct BearerTokenAuth {
 #[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = http_url_of("tokenUrl", "spec.auth.oauth2ClientCredentials.tokenUrl"))]
+#[x_kube(validation = super::rules::http_url_at("tokenUrl", "spec.auth.oauth2ClientCredentials.tokenUrl", false))]
 #[x_kube(validation = super::rules::no_credentials_in_url("tokenUrl", "spec.auth.oauth2ClientCredentials.tokenUrl", "the client credentials come from clientIdRef and clientSecretRef"))]
 pub struct OAuth2ClientCredentials {
     /// Token endpoint, e.g. `https://auth.apps.paloaltonetworks.com/oauth2/access_token`.

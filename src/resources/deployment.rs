@@ -42,8 +42,8 @@ pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
 #[x_kube(validation = Rule::new("!has(self.rotation) || !has(self.rotation.interval) || self.rotation.interval.contains('d') || duration(self.rotation.interval) > duration('0s')").field_path(".rotation.interval").reason(Reason::FieldValueInvalid).message("spec.rotation.interval must be longer than zero"))]
 #[x_kube(validation = rules::set_at_creation("deploymentId", "Deployment"))]
 #[x_kube(validation = rules::same_connection("Deployment"))]
-#[x_kube(validation = rules::http_url_unless_empty("authSettings.gatewayBaseUrl", "spec.authSettings.gatewayBaseUrl"))]
-#[x_kube(validation = rules::http_url_unless_empty("authSettings.mcpGatewayBaseUrl", "spec.authSettings.mcpGatewayBaseUrl"))]
+#[x_kube(validation = rules::http_url_at("authSettings.gatewayBaseUrl", "spec.authSettings.gatewayBaseUrl", true))]
+#[x_kube(validation = rules::http_url_at("authSettings.mcpGatewayBaseUrl", "spec.authSettings.mcpGatewayBaseUrl", true))]
 #[x_kube(validation = rules::no_credentials_in_url("authSettings.gatewayBaseUrl", "spec.authSettings.gatewayBaseUrl", "the gateway authenticates its callers itself"))]
 #[x_kube(validation = rules::no_credentials_in_url("authSettings.mcpGatewayBaseUrl", "spec.authSettings.mcpGatewayBaseUrl", "the gateway authenticates its callers itself"))]
 #[schemars(transform = Reword(&[
