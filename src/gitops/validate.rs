@@ -551,6 +551,7 @@ fn checked_object(
     operator_checks(&object, &mut violations);
     rotation_floor(&object, min_rotation_interval, &mut violations);
     own_namespace_servers(&object, &mut violations);
+    self_promotion(&object, &mut violations);
     if violations.is_empty() {
         Ok(object)
     } else {
@@ -739,6 +740,31 @@ fn own_namespace_servers(object: &Object, out: &mut Vec<Violation>) {
                 ),
             });
         }
+    }
+}
+
+/// A `spec.promotion.after` naming the resource itself (the admission policy's rule, which
+/// reads the object's namespace: a source in another namespace is checked when the manifest
+/// names its own).
+fn self_promotion(object: &Object, out: &mut Vec<Violation>) {
+    let (meta, promotion, kind) = match object {
+        Object::Config(o) => (&o.metadata, &o.spec.promotion, "Config"),
+        Object::Guardrail(o) => (&o.metadata, &o.spec.definition.promotion, "Guardrail"),
+        Object::ClusterGuardrail(o) => (
+            &o.metadata,
+            &o.spec.definition.promotion,
+            "ClusterGuardrail",
+        ),
+        _ => return,
+    };
+    let (Some(promotion), Some(name)) = (promotion, &meta.name) else {
+        return;
+    };
+    if let Some(path) = promotion.names_itself(meta.namespace.as_deref(), name) {
+        out.push(Violation {
+            path,
+            message: format!("names this {kind} itself: a resource follows others"),
+        });
     }
 }
 
@@ -1093,6 +1119,32 @@ mod tests {
         for part in refused {
             assert!(!validate(&manifest(part)).is_valid(), "{part}");
         }
+    }
+
+    /// A promotion that follows the resource itself is refused, as the admission policy refuses
+    /// it; a source of its name in another namespace is another resource.
+    #[test]
+    fn a_promotion_that_follows_the_resource_itself_is_refused() {
+        let config = |after: &str| {
+            format!(
+                "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: prod, namespace: team-a}}\nspec: {{name: prod, config: {{retry: {{attempts: 2}}}}, promotion: {{after: {after}, soak: 1m}}}}\n"
+            )
+        };
+        let report = validate(&config("[{name: dev}, {name: prod}]"));
+        assert_eq!(
+            paths_and_messages(&report),
+            [(
+                "spec.promotion.after[1]",
+                "names this Config itself: a resource follows others"
+            )]
+        );
+        assert_verdicts(
+            config,
+            &["[{name: dev}]", "[{name: prod, namespace: dev}]"],
+            &["[{name: prod, namespace: team-a}]"],
+        );
+        let cluster = "apiVersion: aigw.io/v1alpha1\nkind: ClusterGuardrail\nmetadata: {name: pii}\nspec: {name: pii, workspaceId: ws, checks: [{id: default.regexMatch, parameters: {rule: x}}], promotion: {after: [{name: pii}], soak: 1m}}\n";
+        assert!(!validate(cluster).is_valid());
     }
 
     /// A workspace is named by id or by Workspace resource, not both; a Provider names one.

@@ -304,10 +304,28 @@ fn credential_refusal(level: &Field) -> Value {
     })
 }
 
-/// The rules of the kind `kind` that read the object's namespace, which a CRD's CEL cannot see
-/// (only its name): a Guardrail names McpServers of its own namespace.
+/// The rules of the kind `kind` that read the object's namespace or name, which a CRD's CEL
+/// cannot see below the root: a resource's promotion does not follow itself, a Guardrail names
+/// McpServers of its own namespace.
 fn namespace_rules(kind: &str) -> Vec<Value> {
-    match kind {
+    let mut rules = Vec::new();
+    // A resource that follows itself would wait for its own proof forever.
+    let same_name = "a.name == object.metadata.name";
+    let itself = match kind {
+        "Config" | "Guardrail" => Some(format!(
+            "{same_name} && (!has(a.namespace) || a.namespace == null || a.namespace == object.metadata.namespace)"
+        )),
+        "ClusterGuardrail" => Some(same_name.to_string()),
+        _ => None,
+    };
+    if let Some(itself) = itself {
+        rules.push(json!({
+            "expression": format!("!has(object.spec.promotion) || object.spec.promotion == null || !object.spec.promotion.after.exists(a, {itself})"),
+            "message": format!("spec.promotion.after names this {kind} itself: a resource follows others"),
+            "reason": "Invalid",
+        }));
+    }
+    rules.extend(match kind {
         "Guardrail" => vec![json!({
             // A null (server-side apply sends one for an empty field) is absent.
             "expression": "!has(object.spec.mcpServers) || object.spec.mcpServers == null || object.spec.mcpServers.all(s, !has(s.mcpServerRef) || s.mcpServerRef == null || !has(s.mcpServerRef.namespace) || s.mcpServerRef.namespace == null || s.mcpServerRef.namespace == object.metadata.namespace)",
@@ -315,7 +333,8 @@ fn namespace_rules(kind: &str) -> Vec<Value> {
             "reason": "Invalid",
         })],
         _ => Vec::new(),
-    }
+    });
+    rules
 }
 
 /// The name of the admission policy (and its binding) of the kind `plural`.

@@ -89,6 +89,14 @@ impl Promotion {
         super::duration::parse(&self.soak).map_err(|e| format!("spec.promotion.soak {e}"))
     }
 
+    /// The field of a source that names the resource `own_name` of namespace `own` itself (a
+    /// resource cannot wait for its own proof), if any.
+    pub fn names_itself(&self, own: Option<&str>, own_name: &str) -> Option<String> {
+        self.sources(own)
+            .find(|(_, namespace, name)| *namespace == own && *name == own_name)
+            .map(|(field, ..)| field)
+    }
+
     /// Each source's namespace (`own` when it names none) and name, with the field naming it.
     pub fn sources<'a>(
         &'a self,

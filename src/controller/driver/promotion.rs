@@ -132,17 +132,15 @@ async fn verdict<K: Managed>(
 ) -> Result<String, Halt> {
     let soak = promotion.soak().map_err(Error::InvalidSpec)?;
     let own = object.namespace();
+    if let Some(field) = promotion.names_itself(own.as_deref(), &object.name_any()) {
+        return Err(Error::InvalidSpec(format!("{field} names this {} itself", K::KIND)).into());
+    }
     let mut found = Vec::new();
     for (field, namespace, name) in promotion.sources(own.as_deref()) {
         if let (Some(own), Some(namespace)) = (&own, namespace)
             && own != namespace
         {
             scope.check_promote_from(&field, own, namespace)?;
-        }
-        if namespace == own.as_deref() && name == object.name_any() {
-            return Err(
-                Error::InvalidSpec(format!("{field} names this {} itself", K::KIND)).into(),
-            );
         }
         let (shown, source) = match namespace {
             Some(namespace) => (

@@ -654,8 +654,9 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
 
 /// Values the API would refuse, or aigw could never apply, are refused at admission naming the
 /// field, rather than stored and then Stalled: an instant that is no RFC 3339, a user id that is
-/// no UUID, a document path named twice or with a leading-zero index, a selector key that is no
-/// label key, credentials in a gateway URL (never quoted back).
+/// no UUID, a document path named twice or inside another's value, a selector key that is no
+/// label key, credentials in a gateway URL (never quoted back), a promotion that follows the
+/// resource itself.
 #[tokio::test]
 async fn values_that_could_only_stall_are_refused_at_admission() {
     let env = TestEnv::new("crds-values").await;
@@ -741,6 +742,32 @@ async fn values_that_could_only_stall_are_refused_at_admission() {
         .create(&dry_run, &object("Config", "refs", spec))
         .await
         .expect("distinct paths are valid, /01 among them (an object key)");
+    // A Config that follows itself, named with or without its own namespace, would wait for
+    // its own proof: the admission policy refuses it (installed with the CRDs, it may take a
+    // moment to be in force). One of its name in another namespace is another Config.
+    for source in [
+        json!({"name": "refs"}),
+        json!({"name": "refs", "namespace": env.namespace}),
+    ] {
+        let mut spec = config_spec();
+        spec["promotion"] = json!({"after": [{"name": "dev"}, source], "soak": "1m"});
+        let created = support::wait_until(std::time::Duration::from_secs(15), || async {
+            let created = configs
+                .create(&dry_run, &object("Config", "refs", spec.clone()))
+                .await;
+            created.is_err().then_some(created)
+        })
+        .await
+        .expect("the apiserver accepted a Config that follows itself");
+        let message = refused(created, "a Config that follows itself");
+        support::assert_mentions(&message, &["spec.promotion.after", "itself"]);
+    }
+    let mut spec = config_spec();
+    spec["promotion"] = json!({"after": [{"name": "refs", "namespace": "dev"}], "soak": "1m"});
+    configs
+        .create(&dry_run, &object("Config", "refs", spec))
+        .await
+        .expect("a Config of the same name in another namespace is another Config");
 
     let rollouts = dynamic_api(&env, "ConfigRollout", "configrollouts");
     let rollout = |selector: Value| {

@@ -750,9 +750,10 @@ async fn a_held_change_is_published_by_recreating_an_object_whose_create_answer_
 /// Guarantee: "`aigw plan` ... decides as the operator does"; promote-now "cuts waits short,
 /// never a refusal" (an invalid `spec.promotion` "stays refused, whatever the annotation says").
 ///
-/// Attack: a Config whose `spec.promotion.after` names itself is refused by the operator
-/// (`InvalidSpec`, Stalled, no write) even with `aigw.io/promote-now`, but `aigw plan` checks
-/// promote-now before it looks at the sources and plans the write as a plain `update`.
+/// Attack: a Config whose `spec.promotion.after` names itself, with `aigw.io/promote-now`. The
+/// admission policy refuses it (the operator would refuse it too: `InvalidSpec`, Stalled, no
+/// write), and `aigw plan` must not plan it as a plain `update` either: it used to check
+/// promote-now before it looked at the sources.
 #[tokio::test]
 async fn plan_lets_promote_now_through_where_the_operator_refuses_an_invalid_promotion() {
     let h = Harness::start_with("atk2-plan-self", DRIFT).await;
@@ -762,7 +763,7 @@ async fn plan_lets_promote_now_through_where_the_operator_refuses_an_invalid_pro
         .await;
     h.reset_stats().await;
 
-    // The manifest: r2, following itself (a mistake admission lets through), promoted now.
+    // The manifest: r2, following itself, promoted now.
     let mut manifest = web(
         "r2",
         Some(json!({"after": [{"name": "web"}], "soak": "1s"})),
@@ -778,30 +779,26 @@ async fn plan_lets_promote_now_through_where_the_operator_refuses_an_invalid_pro
         .spec
         .config
         .insert("retry".into(), json!({"attempts": 4}));
-    env.api::<Config>()
-        .replace("web", &PostParams::default(), &{
-            let mut m = manifest.clone();
-            m.metadata.resource_version = env
-                .api::<Config>()
-                .get("web")
-                .await
-                .unwrap()
-                .metadata
-                .resource_version;
-            m
-        })
+    let mut replaced = manifest.clone();
+    replaced.metadata.resource_version = env
+        .api::<Config>()
+        .get("web")
         .await
-        .unwrap();
+        .unwrap()
+        .metadata
+        .resource_version;
     let refused = env
-        .wait_for::<Config>("web", WAIT, |c| c.stalled_with("InvalidSpec"))
+        .api::<Config>()
+        .replace("web", &PostParams::default(), &replaced)
         .await;
-    assert_eq!(h.count(CONFIG_PUT).await, 0, "the operator writes nothing");
+    let refusal = support::refusal(refused, "a Config that follows itself");
+    support::assert_mentions(&refusal, &["spec.promotion.after", "itself"]);
+    assert_eq!(h.count(CONFIG_PUT).await, 0, "nothing is written");
 
     let (code, out) = plan(&h, &manifest).await;
     assert!(
-        out.contains("gated"),
-        "the operator refuses this write ({:?}), but plan (exit {code:?}) plans it:\n{out}",
-        refused.condition("Stalled")
+        code != Some(0) && out.contains("itself") && !out.contains("update"),
+        "plan (exit {code:?}) plans a Config that follows itself:\n{out}"
     );
     h.stop().await;
 }
