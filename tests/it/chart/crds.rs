@@ -611,17 +611,13 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
     let mut spec =
         guardrail(json!([{"mcpServerRef": {"name": "github", "namespace": "kube-system"}}]));
     spec["workspaceId"] = json!("9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c");
-    // The admission policy refuses it; installed with the CRDs, it may take a moment longer to
-    // be in force than the Config's, which the install waits for.
-    let created = support::wait_until(std::time::Duration::from_secs(15), || async {
-        let created = guardrails
-            .create(&dry_run, &object("Guardrail", "checked", spec.clone()))
-            .await;
-        created.is_err().then_some(created)
-    })
-    .await
-    .expect("the apiserver accepted a Guardrail's reference to another namespace");
-    let message = refused(created, "a Guardrail's reference to another namespace");
+    // The admission policy refuses it.
+    let message = refused_by_policy(
+        &guardrails,
+        &object("Guardrail", "checked", spec.clone()),
+        "a Guardrail's reference to another namespace",
+    )
+    .await;
     support::assert_mentions(
         &message,
         &[
@@ -650,6 +646,23 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
         .expect("mcpServers: null is admitted");
 
     env.cleanup().await;
+}
+
+/// The message with which an admission policy refuses a dry-run create of `object`. Installed
+/// with the CRDs, a policy may take a moment longer to be in force than the CRD, which the
+/// install waits for.
+async fn refused_by_policy(api: &Api<DynamicObject>, object: &DynamicObject, what: &str) -> String {
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let created = support::wait_until(std::time::Duration::from_secs(15), || async {
+        let created = api.create(&dry_run, object).await;
+        created.is_err().then_some(created)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the apiserver accepted {what}"));
+    support::refusal(created, what)
 }
 
 /// Values the API would refuse, or aigw could never apply, are refused at admission naming the
@@ -743,23 +756,16 @@ async fn values_that_could_only_stall_are_refused_at_admission() {
         .await
         .expect("distinct paths are valid, /01 among them (an object key)");
     // A Config that follows itself, named with or without its own namespace, would wait for
-    // its own proof: the admission policy refuses it (installed with the CRDs, it may take a
-    // moment to be in force). One of its name in another namespace is another Config.
+    // its own proof: the admission policy refuses it. One of its name in another namespace is
+    // another Config.
     for source in [
         json!({"name": "refs"}),
         json!({"name": "refs", "namespace": env.namespace}),
     ] {
         let mut spec = config_spec();
         spec["promotion"] = json!({"after": [{"name": "dev"}, source], "soak": "1m"});
-        let created = support::wait_until(std::time::Duration::from_secs(15), || async {
-            let created = configs
-                .create(&dry_run, &object("Config", "refs", spec.clone()))
-                .await;
-            created.is_err().then_some(created)
-        })
-        .await
-        .expect("the apiserver accepted a Config that follows itself");
-        let message = refused(created, "a Config that follows itself");
+        let object = object("Config", "refs", spec);
+        let message = refused_by_policy(&configs, &object, "a Config that follows itself").await;
         support::assert_mentions(&message, &["spec.promotion.after", "itself"]);
     }
     let mut spec = config_spec();
