@@ -48,8 +48,8 @@ pub const RESERVED_HEADER: &str = r#"!self.name.matches('^(?i:host|authorization
     printcolumn(name = "URL", type_ = "string", json_path = ".spec.managementUrl")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = super::rules::http_url_at("managementUrl", "spec.managementUrl", false))]
-#[x_kube(validation = super::rules::http_url_at("gatewayUrl", "spec.gatewayUrl", false))]
+#[x_kube(validation = super::rules::http_url_at("managementUrl", "spec.managementUrl"))]
+#[x_kube(validation = super::rules::http_url_at("gatewayUrl", "spec.gatewayUrl"))]
 #[x_kube(validation = super::rules::no_credentials_in_url("managementUrl", "spec.managementUrl", "aigw authenticates with spec.auth"))]
 #[x_kube(validation = super::rules::no_credentials_in_url("gatewayUrl", "spec.gatewayUrl", "aigw authenticates with spec.auth"))]
 pub struct ConnectionSpec {
@@ -273,7 +273,7 @@ pub struct BearerTokenAuth {
 #[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = super::rules::http_url_at("tokenUrl", "spec.auth.oauth2ClientCredentials.tokenUrl", false))]
+#[x_kube(validation = super::rules::http_url_at("tokenUrl", "spec.auth.oauth2ClientCredentials.tokenUrl"))]
 #[x_kube(validation = super::rules::no_credentials_in_url("tokenUrl", "spec.auth.oauth2ClientCredentials.tokenUrl", "the client credentials come from clientIdRef and clientSecretRef"))]
 pub struct OAuth2ClientCredentials {
     /// Token endpoint, e.g. `https://auth.apps.paloaltonetworks.com/oauth2/access_token`.

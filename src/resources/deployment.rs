@@ -42,8 +42,6 @@ pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
 #[x_kube(validation = Rule::new("!has(self.rotation) || !has(self.rotation.interval) || self.rotation.interval.contains('d') || duration(self.rotation.interval) > duration('0s')").field_path(".rotation.interval").reason(Reason::FieldValueInvalid).message("spec.rotation.interval must be longer than zero"))]
 #[x_kube(validation = rules::set_at_creation("deploymentId", "Deployment"))]
 #[x_kube(validation = rules::same_connection("Deployment"))]
-#[x_kube(validation = rules::http_url_at("authSettings.gatewayBaseUrl", "spec.authSettings.gatewayBaseUrl", true))]
-#[x_kube(validation = rules::http_url_at("authSettings.mcpGatewayBaseUrl", "spec.authSettings.mcpGatewayBaseUrl", true))]
 #[x_kube(validation = rules::no_credentials_in_url("authSettings.gatewayBaseUrl", "spec.authSettings.gatewayBaseUrl", "the gateway authenticates its callers itself"))]
 #[x_kube(validation = rules::no_credentials_in_url("authSettings.mcpGatewayBaseUrl", "spec.authSettings.mcpGatewayBaseUrl", "the gateway authenticates its callers itself"))]
 #[schemars(transform = Reword(&[
@@ -127,9 +125,11 @@ pub enum DeploymentType {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuthSettings {
-    /// Base URL where the gateway is reachable, e.g. `https://gateway.example.com`.
+    /// Base URL where the gateway is reachable, e.g. `https://gateway.example.com`. Recorded
+    /// as written (the API takes any text; aigw never calls it), but without credentials
+    /// (`user:password@`).
     pub gateway_base_url: Option<String>,
-    /// Base URL of the gateway's MCP endpoint.
+    /// Base URL of the gateway's MCP endpoint, as `gatewayBaseUrl`.
     pub mcp_gateway_base_url: Option<String>,
     /// Workspaces (slugs or UUIDs) allowed to use the gateway.
     pub workspaces_allowed: Option<Vec<String>>,

@@ -91,22 +91,17 @@ pub fn no_credentials_in_url(field: &str, displayed: &str, instead: &str) -> Rul
         )))
 }
 
-/// The URL at `field` (a dotted path, as [`no_credentials_in_url`]), when set (and with
-/// `or_empty`, not empty: what the API reads as unset), is one aigw or the gateway can call:
-/// [`super::connection::http_url`]. On the object, so that its refusal does not quote the URL
-/// (it may hold a token).
-pub fn http_url_at(field: &str, displayed: &str, or_empty: bool) -> Rule {
-    let (mut unset, value) = unset_or(field);
-    if or_empty {
-        unset.push_str(&format!("{value} == '' || "));
-    }
+/// The URL at `field` (a dotted path, as [`no_credentials_in_url`]), when set, is one aigw
+/// can call and append the API's paths to: [`super::connection::http_url`]. On the object, so
+/// that its refusal does not quote the URL (it may hold a token).
+pub fn http_url_at(field: &str, displayed: &str) -> Rule {
+    let (unset, value) = unset_or(field);
     let url = super::connection::http_url(&value);
     Rule::new(format!("{unset}({url})"))
         .field_path(format!(".{field}"))
         .reason(Reason::FieldValueInvalid)
         .message(Message::Message(format!(
-            "{displayed} must be an http:// or https:// URL with a host, and without a query or fragment{}",
-            if or_empty { ", or empty" } else { " (aigw appends the API's paths to it)" }
+            "{displayed} must be an http:// or https:// URL with a host, and without a query or fragment (aigw appends the API's paths to it)"
         )))
 }
 

@@ -824,6 +824,7 @@ async fn values_that_could_only_stall_are_refused_at_admission() {
         "https:gw:hunter2-Xq@gw.example/mcp",
         "https:///gw:hunter2-Xq@gw.example/mcp",
         "//gw:hunter2-Xq@gw.example/mcp",
+        "gw:hunter2-Xq@gw.example/mcp",
     ] {
         let mut spec = deployment_spec();
         spec["authSettings"]["mcpGatewayBaseUrl"] = json!(url);
@@ -834,12 +835,23 @@ async fn values_that_could_only_stall_are_refused_at_admission() {
         support::assert_mentions(&message, &["spec.authSettings.mcpGatewayBaseUrl"]);
         assert!(!message.contains("hunter2-Xq"), "{message}");
     }
-    let mut spec = deployment_spec();
-    spec["authSettings"]["gatewayBaseUrl"] = json!("");
-    spec["authSettings"]["mcpGatewayBaseUrl"] = json!("https://gw.example/@org/mcp");
-    deployments
-        .create(&dry_run, &object("Deployment", "edge", spec))
-        .await
-        .expect("an empty URL (unset) and an @ in a path are valid");
+    // What the API takes and aigw never calls is recorded as written, so that an exported
+    // deployment adopts: no scheme, a query.
+    for (gateway, mcp) in [
+        ("", "https://gw.example/@org/mcp"),
+        ("gateway.internal.example:8443", "mcp.internal.example"),
+        (
+            "https://gw.example.com?x=1#frag",
+            "HTTP://GW.Example.COM:80",
+        ),
+    ] {
+        let mut spec = deployment_spec();
+        spec["authSettings"]["gatewayBaseUrl"] = json!(gateway);
+        spec["authSettings"]["mcpGatewayBaseUrl"] = json!(mcp);
+        deployments
+            .create(&dry_run, &object("Deployment", "edge", spec))
+            .await
+            .unwrap_or_else(|e| panic!("{gateway:?} and {mcp:?} are valid: {e}"));
+    }
     env.cleanup().await;
 }

@@ -541,7 +541,7 @@ async fn seed(remote: &Remote) -> Value {
             Method::POST,
             "/ai_gw/admin/v2/deployments",
             json!({"name": "edge-eu", "type": "production", "tags": {"team": "a"},
-                   "auth_settings": {"gateway_base_url": "https://gw.eu", "workspaces_allowed": ["ws-1"]}}),
+                   "auth_settings": {"gateway_base_url": "gw.eu:8443", "mcp_gateway_base_url": "https://gw.eu/mcp?team=eu", "workspaces_allowed": ["ws-1"]}}),
         )
         .await;
     remote
