@@ -49,20 +49,46 @@ pub struct Integration {
     pub extra: SensitiveFields,
 }
 
-/// Configuration fields known to be public settings (a region, a host, a project), shown as
-/// read. Any other field may come from a Secret (an Integration's `secretRefs`, or a credential
-/// the API reads back unmasked): plan, export and `aigw api` never show its value.
+/// Configuration fields known to be public settings (a region, a host, a project, an account
+/// or client id, Azure's deployment list), shown as read: the settings of the API's
+/// configuration schemas (OpenAI, Azure OpenAI, Azure AI, Bedrock, SageMaker, Vertex AI,
+/// Workers AI, Hugging Face, Cortex, custom host) but their secrets (`aws_secret_access_key`,
+/// `azure_entra_client_secret`, `vertex_service_account_json`, `custom_headers`) and
+/// `aws_external_id`. Any other field may come from a Secret (an Integration's `secretRefs`,
+/// or a credential the API reads back unmasked): plan, export and `aigw api` never show its
+/// value, and export references it from a Secret, which holds a string (so a structured
+/// setting must be listed here to be exported as it is).
 pub const PUBLIC_CONFIGURATIONS: &[&str] = &[
     "aws_region",
     "aws_auth_type",
+    "aws_role_arn",
     "custom_host",
+    "vertex_auth_type",
     "vertex_project_id",
     "vertex_region",
     "azure_resource_name",
     "azure_deployment_id",
+    "azure_deployment_name",
+    "azure_deployment_config",
     "azure_api_version",
     "azure_auth_mode",
     "azure_model_name",
+    "azure_foundry_url",
+    "azure_entra_tenant_id",
+    "azure_entra_client_id",
+    "azure_managed_client_id",
+    "amzn_sagemaker_custom_attributes",
+    "amzn_sagemaker_target_model",
+    "amzn_sagemaker_target_variant",
+    "amzn_sagemaker_target_container_hostname",
+    "amzn_sagemaker_inference_id",
+    "amzn_sagemaker_enable_explanations",
+    "amzn_sagemaker_inference_component",
+    "amzn_sagemaker_session_id",
+    "amzn_sagemaker_model_name",
+    "workers_ai_account_id",
+    "huggingface_base_url",
+    "snowflake_account",
     "openai_organization",
     "openai_project",
     "anthropic_version",

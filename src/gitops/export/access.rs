@@ -386,6 +386,36 @@ mod tests {
         );
     }
 
+    /// Azure's deployment list is a public setting and stays as it is: referenced from a
+    /// Secret, which holds a string, the operator would send it back as one (an export round
+    /// trip found the array turned into a JSON string). A service account JSON, an object
+    /// holding a private key, is referenced.
+    #[test]
+    fn structured_public_settings_are_exported_as_they_are() {
+        let deployments = json!([{"azure_deployment_name": "gpt4o", "azure_api_version": "2024-06-01",
+                                  "azure_model_slug": "gpt-4o", "is_default": true}]);
+        let (exported, _) = exported_integration(
+            json!({
+                "id": "i1", "slug": "azure-eu", "name": "Azure EU", "ai_provider_id": "azure-openai",
+                "configurations": {"azure_resource_name": "eu", "azure_auth_mode": "entra",
+                                   "azure_deployment_config": deployments,
+                                   "azure_entra_tenant_id": "t-1", "azure_entra_client_id": "c-1",
+                                   "vertex_service_account_json": {"private_key": "PRIVATE"}}
+            }),
+            json!({"total": 0, "workspaces": []}),
+        );
+        let shown = exported.spec.configurations.as_ref().unwrap();
+        assert_eq!(shown["azure_deployment_config"], deployments);
+        assert_eq!(shown["azure_entra_client_id"], "c-1");
+        let paths: Vec<&str> = exported
+            .spec
+            .secret_refs
+            .iter()
+            .map(|r| r.path.as_str())
+            .collect();
+        assert_eq!(paths, ["/vertex_service_account_json"]);
+    }
+
     #[test]
     fn mappings_are_exported_as_the_api_names_them_and_none_are_left_alone() {
         let remote = [
