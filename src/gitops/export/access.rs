@@ -323,6 +323,12 @@ mod tests {
         (serde_yaml::from_str(&files[0]).unwrap(), files)
     }
 
+    /// The paths the exported Integration takes from its placeholder Secret.
+    fn ref_paths(exported: &Integration) -> Vec<&str> {
+        let refs = exported.spec.secret_refs.iter();
+        refs.map(|r| r.path.as_str()).collect()
+    }
+
     #[test]
     fn an_exported_integration_references_its_credentials_and_holds_none() {
         let (exported, files) = exported_integration(
@@ -344,8 +350,10 @@ mod tests {
             spec.key_secret_ref.as_ref().unwrap().name,
             "bedrock-prod-upstream"
         );
-        let paths: Vec<&str> = spec.secret_refs.iter().map(|r| r.path.as_str()).collect();
-        assert_eq!(paths, ["/custom_headers/x-team", "/aws_secret_access_key"]);
+        assert_eq!(
+            ref_paths(&exported),
+            ["/custom_headers/x-team", "/aws_secret_access_key"]
+        );
         assert_eq!(
             spec.configurations.as_ref().unwrap()["aws_region"],
             "eu-west-1"
@@ -373,13 +381,7 @@ mod tests {
         );
         let text = files.concat();
         assert!(!text.contains("HostPassw0rd"), "{text}");
-        let paths: Vec<&str> = exported
-            .spec
-            .secret_refs
-            .iter()
-            .map(|r| r.path.as_str())
-            .collect();
-        assert_eq!(paths, ["/custom_host"]);
+        assert_eq!(ref_paths(&exported), ["/custom_host"]);
         assert_eq!(
             exported.spec.configurations.as_ref().unwrap()["aws_region"],
             "eu-west-1"
@@ -407,13 +409,7 @@ mod tests {
         let shown = exported.spec.configurations.as_ref().unwrap();
         assert_eq!(shown["azure_deployment_config"], deployments);
         assert_eq!(shown["azure_entra_client_id"], "c-1");
-        let paths: Vec<&str> = exported
-            .spec
-            .secret_refs
-            .iter()
-            .map(|r| r.path.as_str())
-            .collect();
-        assert_eq!(paths, ["/vertex_service_account_json"]);
+        assert_eq!(ref_paths(&exported), ["/vertex_service_account_json"]);
     }
 
     #[test]
