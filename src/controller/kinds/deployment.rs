@@ -259,7 +259,7 @@ impl Rotates for Deployment {
     const ROTATING_REASON: &'static str = "RotatingCredentials";
     const AFTER_ROTATE: &'static str = AFTER_ROTATE_PUT;
     const SECRET_FIELD: &'static str = "spec.credentialsSecretRef";
-    const STORED: &'static str = "the credentials Secret holds the credentials aigw was issued";
+    const STORED: &'static str = "the credentials Secret holds the gateway's credentials";
 
     fn rotation(&self) -> Option<&Rotation> {
         self.spec.rotation.as_ref()
