@@ -220,8 +220,14 @@ impl Builder<'_> {
             remote.slug
         );
         let meta = placeholder.metadata.clone();
-        self.push("Secret", "secret", &meta, &placeholder, header)
-            .map(drop)
+        if self.push("Secret", "secret", &meta, &placeholder, header)? {
+            // Applied with the manifests, it would land in their namespace (or kubectl's).
+            self.unlisted(
+                format!("secret-{secret}.yaml"),
+                "the namespace the operator reads Connection Secrets from",
+            );
+        }
+        Ok(())
     }
 }
 
@@ -314,10 +320,7 @@ mod tests {
         let options = ExportOptions::default();
         let mut builder = Builder::new(&options);
         builder.integration(&remote, &rows).unwrap();
-        let files: Vec<String> = builder
-            .export
-            .files
-            .into_iter()
+        let files: Vec<String> = (builder.finish().unwrap().files.into_iter())
             .map(|f| f.content)
             .collect();
         (serde_yaml::from_str(&files[0]).unwrap(), files)
@@ -364,6 +367,15 @@ mod tests {
         let secret = &files[1];
         assert!(secret.contains("aigw.io/cluster-readable"), "{secret}");
         assert!(secret.contains("api-key: ''"), "{secret}");
+        // kustomize would apply the placeholder into the manifests' namespace, where the
+        // cluster-scoped Integration does not read it: it is listed apart.
+        let kustomization = files.last().unwrap();
+        assert!(
+            kustomization.contains("- integration-bedrock-prod.yaml")
+                && !kustomization.contains("- secret-bedrock-prod-upstream.yaml")
+                && kustomization.contains("Not listed: apply secret-bedrock-prod-upstream.yaml into the namespace the operator reads Connection Secrets from"),
+            "{kustomization}"
+        );
     }
 
     /// A public setting may carry credentials as a URL's userinfo (`custom_host:
