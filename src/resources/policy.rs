@@ -120,19 +120,6 @@ pub(crate) fn same_enum<A: Serialize, B: DeserializeOwned>(value: &A) -> Option<
         .and_then(|v| serde_json::from_value(v).ok())
 }
 
-/// The one value of a remote condition's `value` or `excludes`: the spec takes one value per
-/// condition, the API allows several.
-pub(crate) fn single(value: &crate::api::OneOrMany, key: &str) -> Result<String, String> {
-    match value {
-        crate::api::OneOrMany::One(v) => Ok(v.clone()),
-        crate::api::OneOrMany::Many(vs) if vs.len() == 1 => Ok(vs[0].clone()),
-        crate::api::OneOrMany::Many(vs) => Err(format!(
-            "condition {key} has {} values and spec.conditions takes one per condition",
-            vs.len()
-        )),
-    }
-}
-
 /// A policy kind's binding to its API: the calls, the diff, and the projection of a remote
 /// policy onto a spec.
 pub trait Policy:

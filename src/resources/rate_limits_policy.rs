@@ -95,18 +95,27 @@ pub struct RateLimitsPolicySpec {
 }
 embeds_managed!(RateLimitsPolicySpec, ManagedSpec);
 
-/// A condition selecting the requests a policy applies to.
+/// A condition selecting the requests a policy applies to: the key has `value` (or one of
+/// `values`), and not `excludes` (nor one of `excludedValues`).
 #[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.value) != has(self.values)").message("a condition needs exactly one of value or values"))]
+#[x_kube(validation = Rule::new("!has(self.excludes) || !has(self.excludedValues)").message("a condition takes excludes or excludedValues, not both"))]
 pub struct PolicyCondition {
     /// `api_key`, `organisation_id`, `workspace_id` or `metadata.<key>`.
     #[schemars(length(min = 1))]
     pub key: String,
     /// Value the key must have.
-    pub value: String,
+    pub value: Option<String>,
+    /// Values of which the key must have one, instead of `value`, e.g. `[team-a, team-b]`.
+    #[schemars(length(min = 1))]
+    pub values: Option<Vec<String>>,
     /// A value excluded from the match.
     pub excludes: Option<String>,
+    /// Values excluded from the match, instead of `excludes`.
+    #[schemars(length(min = 1))]
+    pub excluded_values: Option<Vec<String>>,
 }
 
 /// A key the limit is counted per.
@@ -141,14 +150,36 @@ pub struct RateLimitsPolicyStatus {
 embeds_managed!(RateLimitsPolicyStatus, ManagedStatus);
 
 use super::common::differing;
-use super::policy::{FixedIdentity, Policy, PolicyIdentity, bind_policy, same_enum, single};
+use super::policy::{FixedIdentity, Policy, PolicyIdentity, bind_policy, same_enum};
 use crate::api;
 
-/// A one-element list and a plain string mean the same condition value.
+/// The values of a condition's `value` or `excludes`, as a set: a one-element list and a plain
+/// string mean the same, and the API may list several in another order.
 fn normalize(value: &api::OneOrMany) -> Vec<String> {
-    match value {
+    let mut values = match value {
         api::OneOrMany::One(v) => vec![v.clone()],
         api::OneOrMany::Many(vs) => vs.clone(),
+    };
+    values.sort();
+    values.dedup();
+    values
+}
+
+/// The API's `value` or `excludes` for the spec's one value or several.
+fn one_or_many(one: &Option<String>, many: &Option<Vec<String>>) -> Option<api::OneOrMany> {
+    match (one, many) {
+        (Some(one), _) => Some(api::OneOrMany::One(one.clone())),
+        (None, Some(many)) => Some(api::OneOrMany::Many(many.clone())),
+        (None, None) => None,
+    }
+}
+
+/// The spec's one value (a one-element list too) or several, for the API's.
+fn split(value: &api::OneOrMany) -> (Option<String>, Option<Vec<String>>) {
+    match value {
+        api::OneOrMany::One(v) => (Some(v.clone()), None),
+        api::OneOrMany::Many(vs) if vs.len() == 1 => (Some(vs[0].clone()), None),
+        api::OneOrMany::Many(vs) => (None, Some(vs.clone())),
     }
 }
 
@@ -156,34 +187,37 @@ impl PolicyCondition {
     pub(crate) fn to_api(&self) -> api::Condition {
         api::Condition {
             key: self.key.clone(),
-            value: api::OneOrMany::One(self.value.clone()),
-            excludes: self.excludes.clone().map(api::OneOrMany::One),
+            // Admission requires one of the two; an empty value stands in for neither.
+            value: one_or_many(&self.value, &self.values)
+                .unwrap_or_else(|| api::OneOrMany::One(String::new())),
+            excludes: one_or_many(&self.excludes, &self.excluded_values),
         }
     }
 
     fn matches(&self, remote: &api::Condition) -> bool {
+        let wanted = self.to_api();
         self.key == remote.key
-            && normalize(&remote.value) == [self.value.clone()]
-            && remote.excludes.as_ref().map(normalize) == self.excludes.clone().map(|e| vec![e])
+            && normalize(&remote.value) == normalize(&wanted.value)
+            && remote.excludes.as_ref().map(normalize) == wanted.excludes.as_ref().map(normalize)
     }
 }
 
 impl PolicyCondition {
-    /// The spec's condition for a remote one, or why none can say it.
-    pub(crate) fn from_api(remote: &api::Condition) -> Result<Self, String> {
-        Ok(Self {
+    /// The spec's condition for a remote one.
+    pub(crate) fn from_api(remote: &api::Condition) -> Self {
+        let (value, values) = split(&remote.value);
+        let (excludes, excluded_values) = remote.excludes.as_ref().map(split).unwrap_or_default();
+        Self {
             key: remote.key.clone(),
-            value: single(&remote.value, &remote.key)?,
-            excludes: remote
-                .excludes
-                .as_ref()
-                .map(|e| single(e, &remote.key))
-                .transpose()?,
-        })
+            value,
+            values,
+            excludes,
+            excluded_values,
+        }
     }
 
     /// The spec's conditions for remote ones.
-    pub(crate) fn all_from_api(remote: &[api::Condition]) -> Result<Vec<Self>, String> {
+    pub(crate) fn all_from_api(remote: &[api::Condition]) -> Vec<Self> {
         remote.iter().map(Self::from_api).collect()
     }
 
@@ -247,7 +281,7 @@ impl RateLimitsPolicySpec {
             type_: same_enum(&remote.limit.limit_type).ok_or("unknown type")?,
             unit: same_enum(&remote.limit.unit).ok_or("unknown unit")?,
             value: remote.limit.value,
-            conditions: PolicyCondition::all_from_api(&remote.conditions)?,
+            conditions: PolicyCondition::all_from_api(&remote.conditions),
             group_by: GroupBy::all_from_api(&remote.group_by),
             target: remote.limit.target.as_ref().and_then(same_enum),
             deletion_policy: DeletionPolicy::Orphan,
@@ -353,6 +387,39 @@ mod tests {
         remote.limit.limit_type = api::RateLimitType::Tokens;
         assert_eq!(spec().diff(&remote), vec!["unit", "value"]);
         assert_eq!(spec().immutable_conflicts(&remote), vec!["type"]);
+    }
+
+    /// Several values (or excluded values) per condition, as the API allows: sent as a list,
+    /// compared as a set (a one-element list is the plain value), and read back into the spec
+    /// an export writes.
+    #[test]
+    fn a_condition_may_hold_several_values() {
+        let mut spec = spec();
+        spec.conditions = serde_json::from_value(json!([
+            {"key": "metadata.team", "values": ["b", "a"], "excludedValues": ["intern", "bot"]},
+            {"key": "workspace_id", "values": ["ws-1"], "excludes": "ws-0"},
+        ]))
+        .unwrap();
+        let body = serde_json::to_value(spec.create_request()).unwrap();
+        assert_eq!(body["conditions"][0]["value"], json!(["b", "a"]));
+        assert_eq!(body["conditions"][0]["excludes"], json!(["intern", "bot"]));
+        let mut remote = remote();
+        remote.conditions = serde_json::from_value(json!([
+            {"key": "workspace_id", "value": "ws-1", "excludes": ["ws-0"]},
+            {"key": "metadata.team", "value": ["a", "b"], "excludes": ["bot", "intern"]},
+        ]))
+        .unwrap();
+        assert_eq!(spec.diff(&remote), Vec::<&str>::new());
+        remote.conditions[1].value = api::OneOrMany::Many(vec!["a".into(), "c".into()]);
+        assert_eq!(spec.diff(&remote), vec!["conditions"]);
+        let read = PolicyCondition::all_from_api(&remote.conditions);
+        assert_eq!(
+            serde_json::to_value(&read).unwrap(),
+            json!([
+                {"key": "workspace_id", "value": "ws-1", "excludes": "ws-0"},
+                {"key": "metadata.team", "values": ["a", "c"], "excludedValues": ["bot", "intern"]},
+            ])
+        );
     }
 
     #[test]

@@ -192,7 +192,7 @@ impl UsageLimitsPolicySpec {
             alert_threshold: remote.limit.alert_threshold,
             periodic_reset: remote.limit.periodic_reset.as_ref().and_then(same_enum),
             periodic_reset_days: remote.limit.periodic_reset_days,
-            conditions: PolicyCondition::all_from_api(&remote.conditions)?,
+            conditions: PolicyCondition::all_from_api(&remote.conditions),
             group_by: GroupBy::all_from_api(&remote.group_by),
             reset_usage: None,
             deletion_policy: ArchivePolicy::Orphan,

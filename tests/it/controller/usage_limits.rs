@@ -226,3 +226,39 @@ async fn an_adopted_policy_is_observed_without_a_write() {
 
     h.stop().await;
 }
+
+/// A condition with several values (and excluded values), as the API allows: created as a
+/// list, left alone by the drift checks though the API lists them in another order, and an
+/// existing policy whose conditions hold lists is adopted without a write.
+#[tokio::test]
+async fn conditions_with_several_values_are_written_once_and_adopted_without_a_write() {
+    let h = Harness::start_with("ulp-values", Duration::from_secs(2)).await;
+    let mut spec = budget("teams");
+    spec["conditions"] =
+        json!([{"key": "metadata.team", "values": ["b", "a"], "excludedValues": ["intern"]}]);
+    let id = create(&h, "teams", spec).await;
+    let record = remote(&h, &id).await;
+    assert_eq!(record["conditions"][0]["value"], json!(["b", "a"]));
+    assert_eq!(record["conditions"][0]["excludes"], json!(["intern"]));
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+
+    let existing = h
+        .post(
+            POLICIES,
+            json!({"name": "shared", "type": "tokens", "credit_limit": 1000, "periodic_reset_days": 30,
+                   "conditions": [{"key": "api_key", "value": ["k2", "k1"], "excludes": "k3"}],
+                   "group_by": [{"key": "workspace_id"}]}),
+        )
+        .await;
+    let id = existing["id"].as_str().unwrap().to_string();
+    h.reset_stats().await;
+    let spec = json!({"policyId": id, "name": "shared", "type": "tokens", "creditLimit": 1000, "periodicResetDays": 30,
+        "conditions": [{"key": "api_key", "values": ["k1", "k2"], "excludedValues": ["k3"]}],
+        "groupBy": [{"key": "workspace_id"}], "deletionPolicy": "Orphan"});
+    create(&h, "shared", spec).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    h.stop().await;
+}
