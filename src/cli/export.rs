@@ -110,6 +110,13 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
             exported.unrecognised.join(", ")
         );
     }
+    if !exported.dangling.is_empty() {
+        eprintln!(
+            "note: {} exported configs name guardrails that none of the guardrails read has ({}): applied, each waits (Stalled, UnresolvedGuardrail) and writes nothing until the guardrail exists; create it, or take the reference out of the document",
+            exported.dangling.len(),
+            super::first_few(&exported.dangling)
+        );
+    }
     if !exported.borrowed.is_empty() {
         let namespace = match &args.namespace {
             Some(namespace) => format!("for {namespace}"),

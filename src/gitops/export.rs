@@ -20,6 +20,7 @@ use super::mask::{Masking, add_references, secret_paths, secret_pointers};
 use super::project;
 use crate::api::{self, Client, DeploymentListQuery, Reading};
 use crate::resources::config::ConfigSecretRef;
+use crate::resources::config_document::{GuardrailRef, MarkedDocument};
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::policy::Policy;
 use crate::resources::{
@@ -356,6 +357,10 @@ pub struct Export {
     /// resource ([`ExportOptions::live_names`]; none with [`ExportOptions::skip_managed`]):
     /// applied to that cluster, each manifest would be a second resource for its object.
     pub managed: Vec<String>,
+    /// Configs naming a guardrail (by slug or id) that none of the guardrails read has, each
+    /// with those references: applied, such a Config waits (`UnresolvedGuardrail`) and writes
+    /// nothing until the guardrail exists.
+    pub dangling: Vec<String>,
     /// Manifests whose `secretRefs` name a live resource's Secrets, for another namespace than
     /// that resource's (or for none given), each with those Secrets and that resource: where
     /// applied, Secrets of those names must hold the same values, or theirs are sent instead.
@@ -448,6 +453,8 @@ async fn export_guardrails<G: GuardrailKind + Serialize>(
 ) -> Result<(), GitopsError> {
     let plane = api.guardrails_on(G::PLANE);
     let guardrails = listed("guardrails", plane.listing(workspace, Reading::Proof)).await?;
+    let keys = guardrails.items.iter().flat_map(|g| [&g.id, &g.slug]);
+    out.guardrail_keys.extend(keys.cloned());
     for summary in guardrails
         .items
         .iter()
@@ -498,6 +505,10 @@ struct Builder<'o> {
     /// The files `kustomization.yaml` does not list, with the namespace to apply each into:
     /// kustomize would put them where their reader does not look.
     unlisted: Vec<(String, &'static str)>,
+    /// The slug of each config exported and the guardrails its document names (as the
+    /// operator resolves them: by slug or id), and the slugs and ids of the guardrails listed.
+    guardrail_refs: Vec<(String, Vec<GuardrailRef>)>,
+    guardrail_keys: HashSet<String>,
     export: Export,
 }
 
@@ -508,6 +519,8 @@ impl<'o> Builder<'o> {
             used: HashSet::new(),
             managed_by: HashMap::new(),
             unlisted: Vec::new(),
+            guardrail_refs: Vec::new(),
+            guardrail_keys: HashSet::new(),
             export: Export::default(),
         }
     }
@@ -746,6 +759,11 @@ impl<'o> Builder<'o> {
         if !self.push("Config", "config", &object.metadata, &object, header)? {
             return Ok(());
         }
+        // A name a Secret supplies is not known here.
+        let named = MarkedDocument::new(&object.spec).and_then(|d| d.guardrail_references());
+        let named = named.unwrap_or_default().into_iter();
+        let named = named.filter(|r| r.secret.is_none()).collect();
+        self.guardrail_refs.push((remote.slug.clone(), named));
         self.export.borrowed.extend(borrowing);
         if keys.is_empty() {
             return Ok(());
@@ -937,6 +955,18 @@ impl<'o> Builder<'o> {
     }
 
     fn finish(mut self) -> Result<Export, GitopsError> {
+        for (config, named) in std::mem::take(&mut self.guardrail_refs) {
+            let missing: Vec<String> = (named.iter())
+                .filter(|r| !self.guardrail_keys.contains(&r.name))
+                .map(GuardrailRef::describe)
+                .collect();
+            if !missing.is_empty() {
+                let missing = missing.join(", ");
+                self.export
+                    .dangling
+                    .push(format!("config {config}: {missing}"));
+            }
+        }
         let unlisted = |name: &String| self.unlisted.iter().any(|(n, _)| n == name);
         let resources: Vec<String> = (self.export.files.iter().map(|f| f.name.clone()))
             .filter(|name| !unlisted(name))
@@ -1176,6 +1206,29 @@ mod tests {
             builder.export.skipped
         );
         assert!(builder.export.skipped[0].starts_with("Config r: holds credentials in text"));
+    }
+
+    /// A config naming a guardrail none of the listed guardrails is (by slug or id) is said:
+    /// applied, it would wait for that guardrail and write nothing (an export round trip found
+    /// such a config adopted as Stalled, with nothing said at export).
+    #[test]
+    fn a_config_naming_a_guardrail_none_has_is_said() {
+        let remote: api::ConfigDetail = serde_json::from_value(serde_json::json!({
+            "id": "id-1", "slug": "pc-1", "name": "r", "status": "active",
+            "config": r#"{"input_guardrails": ["pg-pii", "pg-gone"], "before_request_hooks": [{"id": "0b5c-id"}]}"#
+        }))
+        .unwrap();
+        let options = ExportOptions::default();
+        let mut builder = Builder::new(&options);
+        builder.config(&remote).unwrap();
+        builder
+            .guardrail_keys
+            .extend(["pg-pii".into(), "0b5c-id".into()]);
+        let export = builder.finish().unwrap();
+        assert_eq!(
+            export.dangling,
+            ["config pc-1: pg-gone at /input_guardrails/1"]
+        );
     }
 
     /// An export for `team-a` of a cluster holding the Secret `name` in `namespace`.
