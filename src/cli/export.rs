@@ -94,6 +94,7 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         live_secret_owners: live_secret_refs.owners,
         live_masking: live_secret_refs.masking,
         live_integration_refs: live_secret_refs.integration_refs,
+        live_unapplied_integrations: live_secret_refs.unapplied_integrations,
         live_recorded: live.as_ref().map(|_| live_secret_refs.recorded),
         live_names,
         skip_managed: args.skip_managed,

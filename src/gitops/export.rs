@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Debug;
 use std::path::Path;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::ObjectMeta;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -62,6 +63,11 @@ pub struct ExportOptions {
     /// names: those configurations came from Secrets and are never exported, even a public
     /// setting the API reads back.
     pub live_integration_refs: HashMap<String, Vec<ConfigSecretRef>>,
+    /// The remote slugs and ids of the live Integrations whose spec is not applied yet (held,
+    /// stalled, not reconciled): the remote may still hold a Secret's value at a path that
+    /// spec no longer names (an Integration records no paths it applied), so none of their
+    /// configurations is exported as it is.
+    pub live_unapplied_integrations: HashSet<String>,
     /// Every remote slug and id a live Config, Guardrail or ClusterGuardrail records (`None`:
     /// the cluster was not read). A document none records may hold values some other operator
     /// or an orphaned resource took from Secrets, at paths nothing here names: it is exported,
@@ -91,6 +97,8 @@ pub struct LiveSecrets {
     pub masking: HashMap<String, Masking>,
     /// The live Integrations' references, for [`ExportOptions::live_integration_refs`].
     pub integration_refs: HashMap<String, Vec<ConfigSecretRef>>,
+    /// For [`ExportOptions::live_unapplied_integrations`].
+    pub unapplied_integrations: HashSet<String>,
     /// For [`ExportOptions::live_recorded`].
     pub recorded: HashSet<String>,
 }
@@ -107,6 +115,9 @@ pub async fn live_secret_refs(kube: &kube::Client) -> Result<LiveSecrets, Gitops
     // Integrations are keyed apart: a config's slug may equal an integration's.
     for record in live_records::<Integration>(kube, "Integrations").await? {
         let keys = record.recorded.iter().chain(&record.named);
+        if !record.applied {
+            live.unapplied_integrations.extend(keys.clone().cloned());
+        }
         for key in keys {
             let refs = live.integration_refs.entry(key.clone()).or_default();
             refs.extend(record.refs.iter().cloned());
@@ -132,6 +143,7 @@ struct LiveMeta {
     #[serde(default)]
     name: String,
     namespace: Option<String>,
+    generation: Option<i64>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -153,9 +165,13 @@ struct LiveVersion {
 }
 
 #[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
 struct LiveStatus {
     slug: Option<String>,
     id: Option<String>,
+    observed_generation: Option<i64>,
+    #[serde(default)]
+    conditions: Vec<Condition>,
     /// The versions applied before, each with the `secretRefs` it had.
     #[serde(default)]
     history: Vec<LiveVersion>,
@@ -178,6 +194,8 @@ pub struct LiveRecord {
     pub current: Vec<ConfigSecretRef>,
     /// Its current `spec.secretRefs` and those of every version its status recorded.
     pub refs: Vec<ConfigSecretRef>,
+    /// Its spec is applied: Ready (not merely observed) at its generation.
+    pub applied: bool,
 }
 
 impl LiveRecord {
@@ -236,6 +254,11 @@ where
                 status,
             } = found;
             let status = status.unwrap_or_default();
+            let applied = super::plan_access::spec_applied(
+                metadata.generation,
+                status.observed_generation,
+                &status.conditions,
+            );
             let mut refs = spec.secret_refs.clone();
             refs.extend(status.history.into_iter().flat_map(|v| v.secret_refs));
             LiveRecord {
@@ -248,6 +271,7 @@ where
                 named: spec.slug,
                 current: spec.secret_refs,
                 refs,
+                applied,
             }
         })
         .collect())
@@ -956,15 +980,17 @@ impl<'o> Builder<'o> {
 
     fn finish(mut self) -> Result<Export, GitopsError> {
         for (config, named) in std::mem::take(&mut self.guardrail_refs) {
-            let missing: Vec<String> = (named.iter())
+            // The paths only: a name may be a Secret's value that no live resource says is one
+            // (an export without a kubeconfig), and stderr goes to CI logs.
+            let missing: Vec<&str> = (named.iter())
                 .filter(|r| !self.guardrail_keys.contains(&r.name))
-                .map(GuardrailRef::describe)
+                .map(|r| r.path.as_str())
                 .collect();
             if !missing.is_empty() {
                 let missing = missing.join(", ");
                 self.export
                     .dangling
-                    .push(format!("config {config}: {missing}"));
+                    .push(format!("config {config} at {missing}"));
             }
         }
         let unlisted = |name: &String| self.unlisted.iter().any(|(n, _)| n == name);
@@ -1225,10 +1251,7 @@ mod tests {
             .guardrail_keys
             .extend(["pg-pii".into(), "0b5c-id".into()]);
         let export = builder.finish().unwrap();
-        assert_eq!(
-            export.dangling,
-            ["config pc-1: pg-gone at /input_guardrails/1"]
-        );
+        assert_eq!(export.dangling, ["config pc-1 at /input_guardrails/1"]);
     }
 
     /// An export for `team-a` of a cluster holding the Secret `name` in `namespace`.

@@ -3,6 +3,7 @@
 //! A plan never reads a Secret: a write-only value shows where it comes from, `(secret
 //! name/key)`, and whether the operator would send it.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::{Value, json};
 
 use super::GitopsError;
@@ -182,16 +183,26 @@ fn applied(integration: &Integration) -> bool {
     let Some(status) = &integration.status else {
         return false;
     };
-    let conditions = &status.managed.conditions;
+    spec_applied(
+        integration.metadata.generation,
+        status.managed.observed_generation,
+        &status.managed.conditions,
+    )
+}
+
+/// True when a resource at `generation` was applied: Ready at it, and not merely observed
+/// (`managementPolicy: Observe` is Ready, reason `Observed`, writing nothing).
+pub(super) fn spec_applied(
+    generation: Option<i64>,
+    observed_generation: Option<i64>,
+    conditions: &[Condition],
+) -> bool {
     let ready = crate::resources::common::find_condition(
         conditions,
         crate::resources::common::condition::READY,
     );
-    crate::controller::spec_already_applied(
-        integration.metadata.generation,
-        status.managed.observed_generation,
-        conditions,
-    ) && ready.is_some_and(|c| c.reason != crate::controller::driver::OBSERVED)
+    crate::controller::spec_already_applied(generation, observed_generation, conditions)
+        && ready.is_some_and(|c| c.reason != crate::controller::driver::OBSERVED)
 }
 
 /// Replaces, in `current` (the read) and `desired`, the value at every path the spec takes from

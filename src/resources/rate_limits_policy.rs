@@ -174,13 +174,20 @@ fn one_or_many(one: &Option<String>, many: &Option<Vec<String>>) -> Option<api::
     }
 }
 
-/// The spec's one value (a one-element list too) or several, for the API's.
+/// The spec's one value (a one-element list too) or several, for the API's; neither for an
+/// empty list, which the spec cannot hold (its lists have at least one item).
 fn split(value: &api::OneOrMany) -> (Option<String>, Option<Vec<String>>) {
     match value {
         api::OneOrMany::One(v) => (Some(v.clone()), None),
+        api::OneOrMany::Many(vs) if vs.is_empty() => (None, None),
         api::OneOrMany::Many(vs) if vs.len() == 1 => (Some(vs[0].clone()), None),
         api::OneOrMany::Many(vs) => (None, Some(vs.clone())),
     }
+}
+
+/// The API's `excludes` as compared: an empty list excludes nothing, as an absent one.
+fn exclusions(excludes: Option<&api::OneOrMany>) -> Option<Vec<String>> {
+    excludes.map(normalize).filter(|values| !values.is_empty())
 }
 
 impl PolicyCondition {
@@ -198,14 +205,18 @@ impl PolicyCondition {
         let wanted = self.to_api();
         self.key == remote.key
             && normalize(&remote.value) == normalize(&wanted.value)
-            && remote.excludes.as_ref().map(normalize) == wanted.excludes.as_ref().map(normalize)
+            && exclusions(remote.excludes.as_ref()) == exclusions(wanted.excludes.as_ref())
     }
 }
 
 impl PolicyCondition {
     /// The spec's condition for a remote one.
     pub(crate) fn from_api(remote: &api::Condition) -> Self {
-        let (value, values) = split(&remote.value);
+        let (value, values) = match split(&remote.value) {
+            // An empty list: what aigw sends for neither, an empty value.
+            (None, None) => (Some(String::new()), None),
+            found => found,
+        };
         let (excludes, excluded_values) = remote.excludes.as_ref().map(split).unwrap_or_default();
         Self {
             key: remote.key.clone(),
@@ -420,6 +431,24 @@ mod tests {
                 {"key": "metadata.team", "values": ["a", "c"], "excludedValues": ["bot", "intern"]},
             ])
         );
+        // Empty lists, which the API takes and the spec cannot hold (an attack of stop 82
+        // exported them, and admission refused the file): no exclusion, an empty value.
+        remote.conditions = serde_json::from_value(json!([
+            {"key": "workspace_id", "value": [], "excludes": []},
+        ]))
+        .unwrap();
+        let read = PolicyCondition::all_from_api(&remote.conditions);
+        assert_eq!(
+            serde_json::to_value(&read).unwrap(),
+            json!([{"key": "workspace_id", "value": ""}])
+        );
+        spec.conditions =
+            serde_json::from_value(json!([{"key": "workspace_id", "value": "ws-1"}])).unwrap();
+        remote.conditions = serde_json::from_value(json!([
+            {"key": "workspace_id", "value": "ws-1", "excludes": []},
+        ]))
+        .unwrap();
+        assert_eq!(spec.diff(&remote), Vec::<&str>::new());
     }
 
     #[test]

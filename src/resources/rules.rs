@@ -83,12 +83,15 @@ pub fn workspace_named_alike(kind: &str) -> Rule {
 /// rather than the string, so that its refusal does not quote the URL.
 pub fn no_credentials_in_url(field: &str, displayed: &str, instead: &str) -> Rule {
     let (unset, value) = unset_or(field);
-    Rule::new(format!("{unset}!{value}.matches(r'{USERINFO}')"))
-        .field_path(format!(".{field}"))
-        .reason(Reason::FieldValueForbidden)
-        .message(Message::Message(format!(
-            "{displayed} must not carry credentials (user:password@): {instead}"
-        )))
+    Rule::new(format!(
+        "{unset}(!{value}.matches(r'{USERINFO}') && !{value}.matches(r'{USERINFO_INSIDE}') && \
+         !{value}.matches(r'{QUERY_SECRET}'))"
+    ))
+    .field_path(format!(".{field}"))
+    .reason(Reason::FieldValueForbidden)
+    .message(Message::Message(format!(
+        "{displayed} must not carry credentials (user:password@, or a token or key in its query): {instead}"
+    )))
 }
 
 /// The URL at `field` (a dotted path, as [`no_credentials_in_url`]), when set, is one aigw
@@ -121,6 +124,17 @@ fn unset_or(field: &str) -> (String, String) {
 /// follow) still reads it: leading control characters and spaces, any case of scheme (or none),
 /// tabs and newlines in it, any number of slashes or backslashes before the authority.
 const USERINFO: &str = r"^[\x00-\x20]*([a-zA-Z][a-zA-Z0-9+.\-\t\n\r]*:)?[\t\n\r/\\]*[^/?#\\]*@";
+
+/// A URL with userinfo anywhere in the text (`x https://user:pass@host`, after a no-break
+/// space, behind an odd scheme): where aigw hides userinfo in what it prints
+/// ([`crate::api::secret_fields::without_userinfo`]), a field that takes any text must not
+/// hold it.
+const USERINFO_INSIDE: &str = r"[a-zA-Z0-9+.\-]:[\t\n\r]*[/\\][\t\n\r/\\]*[^/?#\\\s]*@";
+
+/// A query or fragment parameter whose name reads as a credential, as aigw's printing hides
+/// one (`?access_token=…`, `&api-key=…`, `?clientSecret=…`): the words of
+/// [`crate::api::secret_fields::is_secret_key`], whole (`max_tokens` is no token).
+const QUERY_SECRET: &str = r"[?&;#]((?i:([a-z0-9]*[_.\-])*(api[_\-]?key|password|passwd|secret|token|authorization|credentials?|client[_\-]auth|private[_\-]key|cookie|service[_\-]account[_\-]json)([_.\-][a-z0-9_.\-]*)?)|[a-zA-Z0-9_.\-]*[a-z0-9](Token|Secret|Password|Passwd|ApiKey|Apikey|Authorization|Credentials?|PrivateKey|Cookie)([A-Z_.\-][a-zA-Z0-9_.\-]*)?)=";
 
 /// An instant as RFC 3339 writes one, e.g. `2027-01-01T00:00:00Z` (offset required), on a day
 /// the calendar has (no February 30th; February 29th of leap years only) and without a leap

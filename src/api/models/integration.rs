@@ -104,16 +104,26 @@ pub fn shown_configuration(field: &str) -> bool {
     field.starts_with("masked_") || PUBLIC_CONFIGURATIONS.contains(&field)
 }
 
+/// True when the value of a public setting holds something that reads as a credential: a
+/// secret-looking key at any depth (an `api_key` in an entry of Azure's deployment list), a
+/// URL's userinfo, or a secret-looking `key=value` in its text. Such a value is not shown
+/// (nor exported as it is): the API reads back whatever was sent, a Secret's value included.
+pub fn holds_credentials(value: &Value) -> bool {
+    use crate::api::secret_fields::{secret_pointers, secret_text_pointers, userinfo_pointers};
+    !secret_pointers(value).is_empty()
+        || !userinfo_pointers(value).is_empty()
+        || !secret_text_pointers(value).is_empty()
+}
+
 impl Integration {
-    /// The integration with every configuration value that is not a known public setting
-    /// replaced by [`HIDDEN_CONFIGURATION`] (each value of a map, such as headers), and the
-    /// userinfo of a URL in a public one (`custom_host: https://user:pass@host`) hidden, so
-    /// that printing it never shows a value that came from a Secret.
+    /// The integration with every configuration value that is not a known public setting, or
+    /// that [`holds_credentials`] (`custom_host: https://user:pass@host`, an `api_key` in an
+    /// entry of Azure's deployment list), replaced by [`HIDDEN_CONFIGURATION`] (each value of a
+    /// map, such as headers), so that printing it never shows a value that came from a Secret.
     pub fn with_configurations_hidden(mut self) -> Self {
         if let Some(configurations) = &mut self.configurations {
             for (field, value) in configurations.iter_mut() {
-                if shown_configuration(field) {
-                    *value = crate::api::secret_fields::userinfo_hidden(value);
+                if shown_configuration(field) && !holds_credentials(value) {
                     continue;
                 }
                 match value {

@@ -140,17 +140,26 @@ impl Builder<'_> {
                 namespace: None,
             }
         });
-        // The configurations a live Integration recording or naming it took from Secrets.
-        let live = &self.options.live_integration_refs;
-        let from_secrets: Vec<&str> = [&remote.slug, &remote.id]
-            .into_iter()
+        // The configurations a live Integration recording or naming it took from Secrets;
+        // every one while such an Integration's spec is not applied yet (it records no paths
+        // it applied, and the remote may hold a Secret's value where that spec no longer says).
+        let options = self.options;
+        let remote_keys = [&remote.slug, &remote.id];
+        let live = &options.live_integration_refs;
+        let from_secrets: Vec<&str> = (remote_keys.into_iter())
             .filter_map(|key| live.get(key))
             .flatten()
             .map(|reference| reference.path.as_str())
             .collect();
+        let unapplied =
+            (remote_keys.iter()).any(|k| options.live_unapplied_integrations.contains(*k));
+        let from_secrets = if unapplied { &["/"][..] } else { &from_secrets };
+        if options.live_recorded.is_some() && !remote_keys.iter().any(|k| live.contains_key(*k)) {
+            (self.export.unrecognised).push(format!("integration {}", remote.slug));
+        }
         let (configurations, secret_refs) = readable_configurations(
             remote.configurations.as_ref(),
-            &from_secrets,
+            from_secrets,
             &secret,
             &mut keys,
         );
@@ -234,10 +243,11 @@ impl Builder<'_> {
 /// The known public fields of a read's `configurations` ([`api::PUBLIC_CONFIGURATIONS`]), and
 /// a Secret reference (to `secret`) for every other one: `masked_<field>`, the values of header
 /// maps, any field that may have come from a Secret (an Integration's `secretRefs`), even
-/// when the API reads it back unmasked, and a public one holding a URL with userinfo
-/// (`custom_host: https://user:pass@host`: credentials in a public setting). A field named by
+/// when the API reads it back unmasked, and a public one that [`api::holds_credentials`]
+/// (`custom_host: https://user:pass@host`, an `api_key` in an entry of Azure's deployment
+/// list: credentials in a public setting). A field named by
 /// `from_secrets` (the `secretRefs` paths of the live Integrations that record or name it, the
-/// field or below) is referenced whatever it holds.
+/// field or below; `/` names every field) is referenced whatever it holds.
 fn readable_configurations(
     read: Option<&Map<String, Value>>,
     from_secrets: &[&str],
@@ -261,9 +271,10 @@ fn readable_configurations(
     };
     for (field, value) in read {
         let escaped = field.replace('~', "~0").replace('/', "~1");
+        // `/`: every field.
         let took_from_secret = from_secrets.iter().any(|path| {
             path.strip_prefix('/')
-                .is_some_and(|p| p.split('/').next() == Some(escaped.as_str()))
+                .is_some_and(|p| p.is_empty() || p.split('/').next() == Some(escaped.as_str()))
         });
         if let Some(secret_field) = field.strip_prefix("masked_") {
             reference(format!("/{secret_field}"), secret_field.to_string());
@@ -274,7 +285,7 @@ fn readable_configurations(
             }
         } else if api::shown_configuration(field)
             && !took_from_secret
-            && crate::api::secret_fields::userinfo_pointers(value).is_empty()
+            && !api::holds_credentials(value)
         {
             shown.insert(field.clone(), value.clone());
         } else {
@@ -378,22 +389,41 @@ mod tests {
         );
     }
 
-    /// A public setting may carry credentials as a URL's userinfo (`custom_host:
-    /// https://user:pass@host`): the export references it from the placeholder Secret instead
-    /// of writing it into Git (attack on issue 27).
+    /// A public setting may carry credentials: a URL's userinfo (`custom_host:
+    /// https://user:pass@host`), a secret-looking key in a structured one (an `api_key` in an
+    /// entry of Azure's deployment list, which the API reads back as sent), a token in a query.
+    /// The export references each from the placeholder Secret instead of writing it into Git
+    /// (attack on issue 27; the second and third, attack of stop 82), and `aigw api` hides it.
     #[test]
-    fn a_public_url_with_userinfo_is_exported_as_a_secret_reference() {
-        let (exported, files) = exported_integration(
-            json!({
-                "id": "i1", "slug": "bedrock-prod", "name": "Bedrock prod", "ai_provider_id": "bedrock",
-                "configurations": {"aws_region": "eu-west-1",
-                                   "custom_host": "https://u:HostPassw0rd@bedrock.example"}
-            }),
-            json!({"total": 0, "workspaces": []}),
-        );
+    fn a_public_setting_holding_credentials_is_exported_as_a_secret_reference() {
+        let remote = json!({
+            "id": "i1", "slug": "bedrock-prod", "name": "Bedrock prod", "ai_provider_id": "bedrock",
+            "configurations": {"aws_region": "eu-west-1",
+                               "custom_host": "https://u:HostPassw0rd@bedrock.example",
+                               "azure_foundry_url": "https://f.example/?access_token=QueryT0ken",
+                               "azure_deployment_config": [{"azure_deployment_name": "d",
+                                                            "api_key": "NestedK3y"}]}
+        });
+        let shown = serde_json::to_string(
+            &serde_json::from_value::<api::Integration>(remote.clone())
+                .unwrap()
+                .with_configurations_hidden(),
+        )
+        .unwrap();
+        let (exported, files) = exported_integration(remote, json!({"total": 0, "workspaces": []}));
         let text = files.concat();
-        assert!(!text.contains("HostPassw0rd"), "{text}");
-        assert_eq!(ref_paths(&exported), ["/custom_host"]);
+        for secret in ["HostPassw0rd", "QueryT0ken", "NestedK3y"] {
+            assert!(!text.contains(secret), "{text}");
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert_eq!(
+            ref_paths(&exported),
+            [
+                "/azure_deployment_config",
+                "/azure_foundry_url",
+                "/custom_host"
+            ]
+        );
         assert_eq!(
             exported.spec.configurations.as_ref().unwrap()["aws_region"],
             "eu-west-1"

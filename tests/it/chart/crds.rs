@@ -825,6 +825,14 @@ async fn values_that_could_only_stall_are_refused_at_admission() {
         "https:///gw:hunter2-Xq@gw.example/mcp",
         "//gw:hunter2-Xq@gw.example/mcp",
         "gw:hunter2-Xq@gw.example/mcp",
+        // In text that is no URL from its start, and in a query (an attack of stop 82 stored
+        // these, which aigw export then skipped as holding credentials).
+        "x https://gw:hunter2-Xq@gw.example/mcp",
+        "\u{a0}https://gw:hunter2-Xq@gw.example/mcp",
+        "ht_tp://gw:hunter2-Xq@gw.example/mcp",
+        "https://gw.example/mcp?access_token=hunter2-Xq",
+        "https://gw.example/mcp?team=a&X-Api-Key=hunter2-Xq",
+        "https://gw.example/mcp#clientSecret=hunter2-Xq",
     ] {
         let mut spec = deployment_spec();
         spec["authSettings"]["mcpGatewayBaseUrl"] = json!(url);
@@ -843,6 +851,10 @@ async fn values_that_could_only_stall_are_refused_at_admission() {
         (
             "https://gw.example.com?x=1#frag",
             "HTTP://GW.Example.COM:80",
+        ),
+        (
+            "https://gw.example/?max_tokens=5&monkey=1",
+            "see https://gw.example/@org",
         ),
     ] {
         let mut spec = deployment_spec();
