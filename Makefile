@@ -3,7 +3,7 @@ SHELL := /bin/bash
 KUBECONFIG_DEV := $(CURDIR)/.aigw-dev/kubeconfig
 CARGO ?= cargo
 
-.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test alerts-test chaos chaos-short chaos-sharded chaos-sharded-short image image-check demo bench bench-scale bench-emulator docs clean
+.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test alerts-test chaos chaos-short chaos-sharded chaos-sharded-short image image-check readme demo bench bench-scale bench-emulator docs clean
 
 all: build
 
@@ -14,6 +14,11 @@ build:
 crds:
 	$(CARGO) run --quiet -- crds --out-dir crds
 	$(CARGO) run --quiet -- crds --out-dir charts/aigw/crds
+
+## readme: regenerate the README's reference section (every flag of `aigw … --help`, every spec
+## field of crds/ with an example from the book's manifests; a test fails when it drifts)
+readme:
+	AIGW_WRITE_README=1 $(CARGO) test --test it -- docs::readme
 
 ## chart-check: lint and render the Helm chart, server-side dry run against the local cluster
 chart-check:
