@@ -757,6 +757,86 @@ async fn export_never_writes_a_secret_backed_setting_of_an_integration() {
     cleanup_with_integration(env, &victim).await;
 }
 
+/// An Integration took `aws_role_arn` (a public setting) from a Secret, then, paused, had its
+/// `secretRefs` removed: the remote still holds the Secret's value, and the live spec no
+/// longer says where. aigw export wrote that value (an attack of stop 82). While the live
+/// spec is not applied, every configuration is referenced from the placeholder Secret; once it
+/// is (Ready at its generation), the public setting is exported as it is.
+#[tokio::test]
+async fn export_of_an_integration_whose_spec_is_not_applied_writes_none_of_its_settings() {
+    const ARN: &str = "arn:aws:iam::1:role/SECRETARN-4c2e";
+    let env = support::TestEnv::new("atk-export-unapplied").await;
+    let (_emulator, url) = emulator().await;
+    let name = format!("paused-{}", env.namespace);
+    let slug = "paused-bedrock";
+    let created = post(
+        &url,
+        "/ai_gw/admin/v2/integrations",
+        json!({"name": "paused bedrock", "ai_provider_id": "bedrock", "slug": slug,
+            "create_default_provider": false,
+            "configurations": {"aws_region": "eu-west-1", "aws_role_arn": ARN}}),
+    )
+    .await;
+    let id = created["id"].as_str().expect("id").to_string();
+    let integrations = kube::Api::<aigw::resources::Integration>::all(env.client.clone());
+    let live = support::objects::object(
+        "Integration",
+        &name,
+        json!({"name": "paused bedrock", "aiProviderId": "bedrock", "slug": slug,
+               "configurations": {"aws_region": "eu-west-1"}}),
+    );
+    let live = support::create(&integrations, &live).await;
+    let generation = live.metadata.generation.expect("generation");
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path());
+    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
+    let export = async |observed: i64, out: &str| {
+        let ready = json!({"type": "Ready", "status": "True", "reason": "Synced",
+            "message": "in sync", "lastTransitionTime": "2026-11-01T00:00:00Z",
+            "observedGeneration": observed});
+        integrations
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"id": id, "slug": slug,
+                    "observedGeneration": observed, "conditions": [ready]}})),
+            )
+            .await
+            .unwrap();
+        let out_dir = dir.path().join(out);
+        let mut run = args(&["export", "--out", out_dir.to_str().unwrap()]);
+        run.extend(args(&["--management-url", &url, "--token-file", &token]));
+        run.extend(args(&["--kubeconfig", &kubeconfig]));
+        let (ran, said) = aigw(run).await;
+        assert!(ran, "{said}");
+        let mut shown = vec![("export".to_string(), said)];
+        shown.extend(files_in(&out_dir));
+        shown
+    };
+    // Ready at an older generation: not applied.
+    let shown = export(generation - 1, "unapplied").await;
+    assert_shows_none(
+        &shown,
+        |text| text.contains("SECRETARN-4c2e"),
+        "aigw export wrote a value the paused Integration's Secret gave it",
+    );
+    let exported = (shown.iter())
+        .find(|(path, _)| path.ends_with("integration-paused-bedrock.yaml"))
+        .map(|(_, text)| text.clone())
+        .unwrap_or_else(|| panic!("the integration is exported: {shown:?}"));
+    assert!(exported.contains("path: /aws_role_arn"), "{exported}");
+    assert!(exported.contains("path: /aws_region"), "{exported}");
+    // Applied: its public settings are exported as they are.
+    let shown = export(generation, "applied").await;
+    assert!(
+        shown
+            .iter()
+            .any(|(_, text)| text.contains("SECRETARN-4c2e")),
+        "an applied Integration's public setting is exported as it is: {shown:?}"
+    );
+    cleanup_with_integration(env, &name).await;
+}
+
 /// A Config's first version took a target's `custom_host` from a Secret; eleven versions later
 /// that version has left `status.history` (ten entries), and with it the `secretRefs` it used.
 /// `aigw history --diff` of it printed the Secret's value. A version older than the recorded
