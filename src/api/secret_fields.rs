@@ -385,11 +385,14 @@ fn next_secret_value(text: &str) -> Option<usize> {
             i += 1;
         }
         let key = &text[start..i];
+        // After a `/`, `name:` is a URL's host and port (`http://token-service:8080`) or a path
+        // segment (`/api/token:exchange`), not a key and its value.
+        let in_url = start > 0 && bytes[start - 1] == b'/';
         let mut j = i;
         if j < bytes.len() && bytes[j] == b'"' {
             j += 1;
         }
-        if j < bytes.len() && (bytes[j] == b':' || bytes[j] == b'=') {
+        if j < bytes.len() && (bytes[j] == b'=' || (bytes[j] == b':' && !in_url)) {
             j += 1;
             while j < bytes.len() && bytes[j] == b' ' {
                 j += 1;
@@ -585,5 +588,14 @@ mod tests {
         assert!(redacted.contains("max_tokens=5"), "{redacted}");
         assert!(redacted.contains(r#""name":"n""#), "{redacted}");
         assert_eq!(redact_text("no secrets: a=b"), "no secrets: a=b");
+        // A host and port, a path segment: no key and value (an attack of stop 82 found such
+        // URLs made export skip a Deployment as holding credentials).
+        for url in [
+            "http://token-service:8080/mcp",
+            "https://m.example/api/token:exchange",
+        ] {
+            assert_eq!(redact_text(url), url);
+        }
+        assert!(!redact_text("https://m.example/p/access_token=S3CR").contains("S3CR"));
     }
 }

@@ -494,6 +494,14 @@ impl Planner<'_> {
 /// A write as the operator's promotion gate would hold it now: `gated`, with what it waits
 /// for. The first create, or an entry that writes nothing, is never gated.
 async fn gate(live: Option<&Live>, object: &Object, entry: Entry) -> Result<Entry, GitopsError> {
+    // Refused at admission whatever the plan would do, unchanged objects included.
+    if let Some(reason) = super::promotion::follows_itself(live, object) {
+        return Ok(Entry {
+            action: Action::Conflict,
+            reason: Some(reason),
+            ..entry
+        });
+    }
     let create = entry.action == Action::Create;
     let update = matches!(entry.action, Action::Update | Action::Adopt);
     if !(create || update) || !entry.writes() {

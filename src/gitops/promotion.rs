@@ -21,6 +21,25 @@ use crate::resources::common::REVISION_ANNOTATION;
 use crate::resources::promotion::{Promotion, Source, Verdict, judge, promote_now, revision_of};
 use crate::resources::{ClusterGuardrail, Config, Guardrail};
 
+/// Why `object` cannot be applied at all when its `spec.promotion` follows the object itself
+/// (in its namespace: the manifest's, else the kubeconfig context's with `live`): admission
+/// refuses it, whether created, updated or unchanged. `None` when it does not, or when the
+/// namespace it will be applied into is not known.
+pub fn follows_itself(live: Option<&Live>, object: &Object) -> Option<String> {
+    let (meta, promotion) = match object {
+        Object::Config(o) => (&o.metadata, o.spec.promotion.as_ref()?),
+        Object::Guardrail(o) => (&o.metadata, o.spec.definition.promotion.as_ref()?),
+        Object::ClusterGuardrail(o) => (&o.metadata, o.spec.definition.promotion.as_ref()?),
+        _ => return None,
+    };
+    let own = (meta.namespace.as_deref()).or(live.map(|l| l.default_namespace.as_str()));
+    let field = promotion.names_itself(own, object.name())?;
+    Some(format!(
+        "{field} names this {} itself: admission refuses it",
+        object.kind()
+    ))
+}
+
 /// Why the operator's promotion gate would hold a write of `object` now (`create`: a POST);
 /// `None` when it would let it through (or the object has no `spec.promotion`). As in the
 /// operator, the first create is never gated, nor a write that restores the spec the live
@@ -65,19 +84,6 @@ pub async fn held(
         Ok(soak) => soak,
         Err(why) => return Ok(Some(format!("invalid spec: {why} (InvalidSpec)"))),
     };
-    let own = meta
-        .namespace
-        .as_deref()
-        .or(live.map(|l| l.default_namespace.as_str()));
-    let itself = promotion
-        .sources(own)
-        .find(|(_, namespace, name)| *namespace == own && *name == object.name());
-    if let Some((field, _, _)) = itself {
-        return Ok(Some(format!(
-            "invalid spec: {field} names this {} itself (InvalidSpec)",
-            object.kind()
-        )));
-    }
     if promote_now(meta) == Some(revision) {
         return Ok(None);
     }

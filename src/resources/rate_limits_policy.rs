@@ -185,6 +185,13 @@ fn split(value: &api::OneOrMany) -> (Option<String>, Option<Vec<String>>) {
     }
 }
 
+/// The API's `value` as compared: an empty list is what the spec writes as `""` (it cannot hold
+/// an empty list), so an exported or adopted condition whose remote value is `[]` needs no write.
+fn same_value(remote: &api::OneOrMany, wanted: &api::OneOrMany) -> bool {
+    let (remote, wanted) = (normalize(remote), normalize(wanted));
+    remote == wanted || (remote.is_empty() && wanted == [String::new()])
+}
+
 /// The API's `excludes` as compared: an empty list excludes nothing, as an absent one.
 fn exclusions(excludes: Option<&api::OneOrMany>) -> Option<Vec<String>> {
     excludes.map(normalize).filter(|values| !values.is_empty())
@@ -204,7 +211,7 @@ impl PolicyCondition {
     fn matches(&self, remote: &api::Condition) -> bool {
         let wanted = self.to_api();
         self.key == remote.key
-            && normalize(&remote.value) == normalize(&wanted.value)
+            && same_value(&remote.value, &wanted.value)
             && exclusions(remote.excludes.as_ref()) == exclusions(wanted.excludes.as_ref())
     }
 }
@@ -441,6 +448,12 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&read).unwrap(),
             json!([{"key": "workspace_id", "value": ""}])
+        );
+        spec.conditions = read;
+        assert_eq!(
+            spec.diff(&remote),
+            Vec::<&str>::new(),
+            "adopted as exported"
         );
         spec.conditions =
             serde_json::from_value(json!([{"key": "workspace_id", "value": "ws-1"}])).unwrap();

@@ -115,15 +115,45 @@ pub fn holds_credentials(value: &Value) -> bool {
         || !secret_text_pointers(value).is_empty()
 }
 
+/// The fields of an entry of Azure's `azure_deployment_config`, as the API's schema lists them.
+const AZURE_DEPLOYMENT_FIELDS: &[&str] = &[
+    "alias",
+    "azure_api_version",
+    "azure_deployment_name",
+    "azure_model_slug",
+    "is_default",
+];
+
+/// True when `value` of the public setting `field` may be shown as read: in the shape the
+/// API's schema gives that setting (a scalar; for `azure_deployment_config`, a list of entries
+/// holding only the schema's fields, each a scalar), and holding nothing that reads as a
+/// credential ([`holds_credentials`]). Anything else at a public setting (a `passWord` in a
+/// deployment entry, an object where a string goes) may have come from a Secret.
+pub fn public_value(field: &str, value: &Value) -> bool {
+    let scalar = |v: &Value| !(v.is_object() || v.is_array());
+    let shaped = match (field, value) {
+        ("azure_deployment_config", Value::Array(entries)) => entries.iter().all(|entry| {
+            entry.as_object().is_some_and(|entry| {
+                (entry.iter())
+                    .all(|(k, v)| AZURE_DEPLOYMENT_FIELDS.contains(&k.as_str()) && scalar(v))
+            })
+        }),
+        _ => scalar(value),
+    };
+    shaped && !holds_credentials(value)
+}
+
 impl Integration {
     /// The integration with every configuration value that is not a known public setting, or
-    /// that [`holds_credentials`] (`custom_host: https://user:pass@host`, an `api_key` in an
+    /// not a [`public_value`] of it (`custom_host: https://user:pass@host`, a `passWord` in an
     /// entry of Azure's deployment list), replaced by [`HIDDEN_CONFIGURATION`] (each value of a
-    /// map, such as headers), so that printing it never shows a value that came from a Secret.
+    /// map, such as headers), so that printing it never shows a value that came from a Secret
+    /// at a path no public setting has. (A public setting a Secret supplied is shown as read:
+    /// `aigw api` reads no cluster to know it was; plan and export with `--kubeconfig` do.)
     pub fn with_configurations_hidden(mut self) -> Self {
         if let Some(configurations) = &mut self.configurations {
             for (field, value) in configurations.iter_mut() {
-                if shown_configuration(field) && !holds_credentials(value) {
+                if shown_configuration(field) && public_value(field, value) {
                     continue;
                 }
                 match value {

@@ -243,9 +243,9 @@ impl Builder<'_> {
 /// The known public fields of a read's `configurations` ([`api::PUBLIC_CONFIGURATIONS`]), and
 /// a Secret reference (to `secret`) for every other one: `masked_<field>`, the values of header
 /// maps, any field that may have come from a Secret (an Integration's `secretRefs`), even
-/// when the API reads it back unmasked, and a public one that [`api::holds_credentials`]
-/// (`custom_host: https://user:pass@host`, an `api_key` in an entry of Azure's deployment
-/// list: credentials in a public setting). A field named by
+/// when the API reads it back unmasked, and a public one whose value is not
+/// [`api::public_value`] (`custom_host: https://user:pass@host`, a `passWord` in an entry of
+/// Azure's deployment list: credentials in a public setting). A field named by
 /// `from_secrets` (the `secretRefs` paths of the live Integrations that record or name it, the
 /// field or below; `/` names every field) is referenced whatever it holds.
 fn readable_configurations(
@@ -285,7 +285,7 @@ fn readable_configurations(
             }
         } else if api::shown_configuration(field)
             && !took_from_secret
-            && !api::holds_credentials(value)
+            && api::public_value(field, value)
         {
             shown.insert(field.clone(), value.clone());
         } else {
@@ -390,8 +390,9 @@ mod tests {
     }
 
     /// A public setting may carry credentials: a URL's userinfo (`custom_host:
-    /// https://user:pass@host`), a secret-looking key in a structured one (an `api_key` in an
-    /// entry of Azure's deployment list, which the API reads back as sent), a token in a query.
+    /// https://user:pass@host`), a key its schema does not have in a structured one (an
+    /// `api_key` or a `passWord` in an entry of Azure's deployment list, which the API reads
+    /// back as sent), a token in a query.
     /// The export references each from the placeholder Secret instead of writing it into Git
     /// (attack on issue 27; the second and third, attack of stop 82), and `aigw api` hides it.
     #[test]
@@ -402,7 +403,8 @@ mod tests {
                                "custom_host": "https://u:HostPassw0rd@bedrock.example",
                                "azure_foundry_url": "https://f.example/?access_token=QueryT0ken",
                                "azure_deployment_config": [{"azure_deployment_name": "d",
-                                                            "api_key": "NestedK3y"}]}
+                                                            "api_key": "NestedK3y",
+                                                            "passWord": "CamelPassw0rd"}]}
         });
         let shown = serde_json::to_string(
             &serde_json::from_value::<api::Integration>(remote.clone())
@@ -412,7 +414,7 @@ mod tests {
         .unwrap();
         let (exported, files) = exported_integration(remote, json!({"total": 0, "workspaces": []}));
         let text = files.concat();
-        for secret in ["HostPassw0rd", "QueryT0ken", "NestedK3y"] {
+        for secret in ["HostPassw0rd", "QueryT0ken", "NestedK3y", "CamelPassw0rd"] {
             assert!(!text.contains(secret), "{text}");
             assert!(!shown.contains(secret), "{shown}");
         }

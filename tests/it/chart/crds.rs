@@ -833,6 +833,7 @@ async fn values_that_could_only_stall_are_refused_at_admission() {
         "https://gw.example/mcp?access_token=hunter2-Xq",
         "https://gw.example/mcp?team=a&X-Api-Key=hunter2-Xq",
         "https://gw.example/mcp#clientSecret=hunter2-Xq",
+        "https://gw.example/p/access_token=hunter2-Xq",
     ] {
         let mut spec = deployment_spec();
         spec["authSettings"]["mcpGatewayBaseUrl"] = json!(url);
@@ -855,6 +856,10 @@ async fn values_that_could_only_stall_are_refused_at_admission() {
         (
             "https://gw.example/?max_tokens=5&monkey=1",
             "see https://gw.example/@org",
+        ),
+        (
+            "http://token-service:8080/v1",
+            "https://m.example/api/token:exchange",
         ),
     ] {
         let mut spec = deployment_spec();

@@ -127,6 +127,16 @@ async fn plan(h: &Harness, manifest: &Config) -> (Option<i32>, String) {
 
 /// [`plan`] with `--grants-file` holding `grants` (the operator's default-connection grants).
 async fn plan_with(h: &Harness, manifest: &Config, grants: Option<Value>) -> (Option<i32>, String) {
+    plan_through(h, manifest, grants, support::kubeconfig_path()).await
+}
+
+/// [`plan_with`] through the kubeconfig `kubeconfig`.
+async fn plan_through(
+    h: &Harness,
+    manifest: &Config,
+    grants: Option<Value>,
+    kubeconfig: &std::path::Path,
+) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("web.yaml");
     std::fs::write(&file, serde_yaml::to_string(manifest).unwrap()).unwrap();
@@ -138,7 +148,7 @@ async fn plan_with(h: &Harness, manifest: &Config, grants: Option<Value>) -> (Op
         .arg("-f")
         .arg(&file)
         .arg("--kubeconfig")
-        .arg(support::kubeconfig_path())
+        .arg(kubeconfig)
         .args(["--management-url", &h.emulator.management_url()])
         .arg("--token-file")
         .arg(&token);
@@ -797,8 +807,30 @@ async fn plan_lets_promote_now_through_where_the_operator_refuses_an_invalid_pro
 
     let (code, out) = plan(&h, &manifest).await;
     assert!(
-        code != Some(0) && out.contains("itself") && !out.contains("update"),
+        code == Some(1) && out.contains("itself") && !out.contains("update"),
         "plan (exit {code:?}) plans a Config that follows itself:\n{out}"
+    );
+    // The live document unchanged, the promotion added, the manifest's namespace left to the
+    // kubeconfig's context (aigw validate cannot tell it follows itself): nothing to write
+    // remotely, which plan said as `no change` with exit 0 (an attack of stop 82); admission
+    // refuses it all the same.
+    let unchanged = web(
+        "r1",
+        Some(json!({"after": [{"name": "web", "namespace": env.namespace}], "soak": "1s"})),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut config: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(support::kubeconfig_path()).unwrap())
+            .unwrap();
+    for context in config["contexts"].as_array_mut().expect("contexts") {
+        context["context"]["namespace"] = json!(env.namespace);
+    }
+    std::fs::write(&kubeconfig, serde_yaml::to_string(&config).unwrap()).unwrap();
+    let (code, out) = plan_through(&h, &unchanged, None, &kubeconfig).await;
+    assert!(
+        code == Some(1) && out.contains("itself"),
+        "plan (exit {code:?}) lets an unchanged Config that follows itself through:\n{out}"
     );
     h.stop().await;
 }
