@@ -133,9 +133,10 @@ const USERINFO_INSIDE: &str = r"[a-zA-Z0-9+.\-]:[\t\n\r]*[/\\][\t\n\r/\\]*[^/?#\
 
 /// A parameter (after `?`, `&`, `;`, `#`, `/` or `,`) whose name reads as a credential, as
 /// aigw's printing hides one (`?access_token=…`, `&api-key=…`, `?clientSecret=…`,
-/// `/p/token=…`): the words of
-/// [`crate::api::secret_fields::is_secret_key`], whole (`max_tokens` is no token).
-const QUERY_SECRET: &str = r"[?&;#/,]((?i:([a-z0-9]*[_.\-])*(api[_\-]?key|password|passwd|secret|token|authorization|credentials?|client[_\-]auth|private[_\-]key|cookie|service[_\-]account[_\-]json)([_.\-][a-z0-9_.\-]*)?)|[a-zA-Z0-9_.\-]*[a-z0-9](Token|Secret|Password|Passwd|ApiKey|Apikey|Authorization|Credentials?|PrivateKey|Cookie)([A-Z_.\-][a-zA-Z0-9_.\-]*)?)=";
+/// `/p/token=…`, `?secretKey=…`): the words of
+/// [`crate::api::secret_fields::is_secret_key`], whole, a camelCase hump ending one as `_`
+/// does (`max_tokens` is no token; `tokenId` is).
+const QUERY_SECRET: &str = r"[?&;#/,]((?i:([a-z0-9]*[_.\-])*(api[_\-]?key|password|passwd|secret|token|authorization|credentials?|client[_\-]auth|private[_\-]key|cookie|service[_\-]account[_\-]json))([_.\-][a-zA-Z0-9_.\-]*|[A-Z][a-zA-Z0-9_.\-]*)?|[a-zA-Z0-9_.\-]*[a-z0-9](Token|Secret|Password|Passwd|ApiKey|Apikey|Authorization|Credentials?|PrivateKey|Cookie)([A-Z_.\-][a-zA-Z0-9_.\-]*)?)=";
 
 /// An instant as RFC 3339 writes one, e.g. `2027-01-01T00:00:00Z` (offset required), on a day
 /// the calendar has (no February 30th; February 29th of leap years only) and without a leap

@@ -834,6 +834,8 @@ async fn values_that_could_only_stall_are_refused_at_admission() {
         "https://gw.example/mcp?team=a&X-Api-Key=hunter2-Xq",
         "https://gw.example/mcp#clientSecret=hunter2-Xq",
         "https://gw.example/p/access_token=hunter2-Xq",
+        "https://gw.example/mcp?secretKey=hunter2-Xq",
+        "https://gw.example/mcp?tokenId=hunter2-Xq",
     ] {
         let mut spec = deployment_spec();
         spec["authSettings"]["mcpGatewayBaseUrl"] = json!(url);
