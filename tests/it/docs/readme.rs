@@ -102,11 +102,10 @@ fn reference(root: &Path) -> (String, Vec<String>) {
         );
         out.push_str("| field | type | example | what it is |\n|---|---|---|---|\n");
         for row in rows {
-            let example = examples
-                .get(&(kind.clone(), row.path.clone()))
-                .or_else(|| examples.get(&(String::new(), row.path.clone())))
-                .cloned()
-                .or_else(|| row.own_example.clone());
+            // This kind's manifests, else what the field's schema says, else another kind's.
+            let example = (examples.get(&(kind.clone(), row.path.clone())).cloned())
+                .or_else(|| row.own_example.clone())
+                .or_else(|| examples.get(&(String::new(), row.path.clone())).cloned());
             let example = match example {
                 _ if row.has_children => "(its fields below)".to_string(),
                 _ if row.about.starts_with("Not supported") => "(refused)".to_string(),
@@ -252,10 +251,11 @@ struct Field {
     has_children: bool,
 }
 
-/// The example a description gives: ``e.g. `x` `` or `e.g. x`.
+/// The example a description gives: ``e.g. `x` ``, `e.g. x` or ``for example `x` ``.
 fn said_example(description: &str) -> Option<String> {
     static EG: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"e\.g\. (?:`([^`]+)`|([^\s,;)`]+[^\s,;)`.]))").expect("e.g. pattern")
+        Regex::new(r"(?:e\.g\.|for example) `([^`]+)`|e\.g\. ([^\s,;)`]+[^\s,;)`.])")
+            .expect("e.g. pattern")
     });
     let found = EG.captures(description)?;
     Some(found.get(1).or(found.get(2))?.as_str().to_string())
