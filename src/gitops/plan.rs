@@ -494,8 +494,9 @@ impl Planner<'_> {
 /// A write as the operator's promotion gate would hold it now: `gated`, with what it waits
 /// for. The first create, or an entry that writes nothing, is never gated.
 async fn gate(live: Option<&Live>, object: &Object, entry: Entry) -> Result<Entry, GitopsError> {
-    // Refused at admission whatever the plan would do, unchanged objects included.
-    if let Some(reason) = super::promotion::follows_itself(live, object) {
+    // Refused at admission whatever the plan would do remotely (nothing, for a promotion added
+    // to an unchanged document).
+    if let Some(reason) = super::promotion::follows_itself(live, object).await? {
         return Ok(Entry {
             action: Action::Conflict,
             reason: Some(reason),

@@ -23,21 +23,32 @@ use crate::resources::{ClusterGuardrail, Config, Guardrail};
 
 /// Why `object` cannot be applied at all when its `spec.promotion` follows the object itself
 /// (in its namespace: the manifest's, else the kubeconfig context's with `live`): admission
-/// refuses it, whether created, updated or unchanged. `None` when it does not, or when the
+/// refuses every create, and every update that changes the spec (an object stored before the
+/// policy, applied with its spec unchanged, passes). `None` when it does not, or when the
 /// namespace it will be applied into is not known.
-pub fn follows_itself(live: Option<&Live>, object: &Object) -> Option<String> {
+pub async fn follows_itself(
+    live: Option<&Live>,
+    object: &Object,
+) -> Result<Option<String>, GitopsError> {
     let (meta, promotion) = match object {
-        Object::Config(o) => (&o.metadata, o.spec.promotion.as_ref()?),
-        Object::Guardrail(o) => (&o.metadata, o.spec.definition.promotion.as_ref()?),
-        Object::ClusterGuardrail(o) => (&o.metadata, o.spec.definition.promotion.as_ref()?),
-        _ => return None,
+        Object::Config(o) => (&o.metadata, o.spec.promotion.as_ref()),
+        Object::Guardrail(o) => (&o.metadata, o.spec.definition.promotion.as_ref()),
+        Object::ClusterGuardrail(o) => (&o.metadata, o.spec.definition.promotion.as_ref()),
+        _ => return Ok(None),
     };
     let own = (meta.namespace.as_deref()).or(live.map(|l| l.default_namespace.as_str()));
-    let field = promotion.names_itself(own, object.name())?;
-    Some(format!(
+    let Some(field) = promotion.and_then(|p| p.names_itself(own, object.name())) else {
+        return Ok(None);
+    };
+    if let Some(live) = live
+        && read_itself(live, object).await?.same_spec
+    {
+        return Ok(None);
+    }
+    Ok(Some(format!(
         "{field} names this {} itself: admission refuses it",
         object.kind()
-    ))
+    )))
 }
 
 /// Why the operator's promotion gate would hold a write of `object` now (`create`: a POST);
@@ -157,6 +168,8 @@ async fn live_object<K: Managed>(
 /// What the live object of the manifest shows the gate.
 #[derive(Default)]
 struct Itself {
+    /// The live object's spec is the manifest's: applying it changes no spec.
+    same_spec: bool,
     /// It wrote its remote object before (`status.history` lists it).
     wrote_before: bool,
     /// Its spec is the manifest's, and it applied it at its current generation: a write now
@@ -186,13 +199,18 @@ async fn read_itself(live: &Live, object: &Object) -> Result<Itself, GitopsError
 
 /// [`Itself`] from the live object (`None`: not in the cluster) and the manifest.
 fn itself<K: Managed>(live: Option<K>, manifest: &K) -> Itself {
-    let Some((live, status)) = live.as_ref().and_then(|o| Some((o, o.status()?))) else {
-        return Itself::default();
-    };
     let spec = |o: &K| serde_json::to_value(o).ok().map(|v| v["spec"].clone());
+    let same_spec = live.as_ref().is_some_and(|l| spec(l) == spec(manifest));
+    let Some((live, status)) = live.as_ref().and_then(|o| Some((o, o.status()?))) else {
+        return Itself {
+            same_spec,
+            ..Itself::default()
+        };
+    };
     Itself {
+        same_spec,
         wrote_before: !K::history(status).is_empty(),
-        spec_applied: spec(live) == spec(manifest)
+        spec_applied: same_spec
             && crate::controller::spec_already_applied(
                 live.meta().generation,
                 status.observed_generation(),

@@ -1083,6 +1083,19 @@ mod tests {
         let said = format!("{:?}", report.problems);
         assert!(said.contains("Required value"), "{said}");
         assert!(!said.contains("rule"), "{said}");
+        // Whitespace as the apiserver's regex reads it (ASCII only): a no-break space inside
+        // an embedded URL's authority is refused by both, a plain space by neither (an attack
+        // of stop 82 found validate admitting the first).
+        let gateway = |url: &str| {
+            format!(
+                "apiVersion: aigw.io/v1alpha1\nkind: Deployment\nmetadata: {{name: d}}\nspec: {{name: d, type: production, credentialsSecretRef: {{name: c}}, authSettings: {{gatewayBaseUrl: \"{url}\"}}}}\n"
+            )
+        };
+        let report = validate(&gateway("see https://u\u{a0}:pw@evil"));
+        let said = format!("{:?}", report.problems);
+        assert!(said.contains("must not carry credentials"), "{said}");
+        let report = validate(&gateway("see https://u :pw@evil"));
+        assert!(report.is_valid(), "{:?}", report.problems);
     }
 
     /// What kubectl refuses as no Kubernetes object is a problem, not another tool's document

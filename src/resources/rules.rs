@@ -128,8 +128,9 @@ const USERINFO: &str = r"^[\x00-\x20]*([a-zA-Z][a-zA-Z0-9+.\-\t\n\r]*:)?[\t\n\r/
 /// A URL with userinfo anywhere in the text (`x https://user:pass@host`, after a no-break
 /// space, behind an odd scheme): where aigw hides userinfo in what it prints
 /// ([`crate::api::secret_fields::without_userinfo`]), a field that takes any text must not
-/// hold it.
-const USERINFO_INSIDE: &str = r"[a-zA-Z0-9+.\-]:[\t\n\r]*[/\\][\t\n\r/\\]*[^/?#\\\s]*@";
+/// hold it. Whitespace is Go's ASCII class spelt out (`\s` is Unicode-aware in Rust's regex,
+/// which `aigw validate` runs, and not in the apiserver's).
+const USERINFO_INSIDE: &str = r"[a-zA-Z0-9+.\-]:[\t\n\r]*[/\\][\t\n\r/\\]*[^/?#\\\t\n\f\r ]*@";
 
 /// A parameter (after `?`, `&`, `;`, `#`, `/` or `,`) whose name reads as a credential, as
 /// aigw's printing hides one (`?access_token=…`, `&api-key=…`, `?clientSecret=…`,

@@ -104,6 +104,18 @@ pub fn shown_configuration(field: &str) -> bool {
     field.starts_with("masked_") || PUBLIC_CONFIGURATIONS.contains(&field)
 }
 
+/// True when `value` reads as the API's mask of a secret (`****wxyz`): a string of at least
+/// three mask characters (`*`, `•`, `.`, `…`) and at most four others. A `masked_<field>` is
+/// shown only then: a Secret may put any text at such a path (`secretRefs` at
+/// `/masked_note`), and the API reads back what was sent.
+pub fn looks_masked(value: &Value) -> bool {
+    let Some(text) = value.as_str() else {
+        return false;
+    };
+    let mask = |c: &char| matches!(c, '*' | '•' | '.' | '…');
+    text.chars().filter(mask).count() >= 3 && text.chars().filter(|c| !mask(c)).count() <= 4
+}
+
 /// True when the value of a public setting holds something that reads as a credential: a
 /// secret-looking key at any depth (an `api_key` in an entry of Azure's deployment list), a
 /// URL's userinfo, or a secret-looking `key=value` in its text. Such a value is not shown
@@ -153,7 +165,10 @@ impl Integration {
     pub fn with_configurations_hidden(mut self) -> Self {
         if let Some(configurations) = &mut self.configurations {
             for (field, value) in configurations.iter_mut() {
-                if shown_configuration(field) && public_value(field, value) {
+                let masked = field.starts_with("masked_");
+                if (masked && looks_masked(value))
+                    || (!masked && shown_configuration(field) && public_value(field, value))
+                {
                     continue;
                 }
                 match value {

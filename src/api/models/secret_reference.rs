@@ -65,12 +65,21 @@ pub struct SecretReference {
 }
 
 impl SecretReference {
-    /// The reference with every `auth_config` value that is neither a public setting nor the
-    /// API's own mask replaced by [`HIDDEN_CONFIGURATION`].
+    /// The reference with every `auth_config` value that is neither a public setting (a scalar
+    /// holding nothing that reads as a credential) nor the API's own mask
+    /// ([`super::integration::looks_masked`]) replaced by [`HIDDEN_CONFIGURATION`]: the
+    /// Secret an `authConfigSecretRef` names may put any value at any key.
     pub fn with_auth_config_hidden(mut self) -> Self {
         if let Some(config) = &mut self.auth_config {
             for (field, value) in config.iter_mut() {
-                if !(field.starts_with("masked_") || PUBLIC_AUTH_CONFIG.contains(&field.as_str())) {
+                let shown = if field.starts_with("masked_") {
+                    super::integration::looks_masked(value)
+                } else {
+                    PUBLIC_AUTH_CONFIG.contains(&field.as_str())
+                        && !(value.is_object() || value.is_array())
+                        && !super::integration::holds_credentials(value)
+                };
+                if !shown {
                     *value = Value::String(HIDDEN_CONFIGURATION.into());
                 }
             }
@@ -229,11 +238,14 @@ mod tests {
         assert!(!format!("{request:?}").contains(secret));
         let read: SecretReference = serde_json::from_value(serde_json::json!({
             "id": "r", "auth_config": {"aws_auth_type": "accessKey", "aws_secret_access_key": secret,
-            "masked_aws_access_key_id": "****WXYZ"}
+            "masked_aws_access_key_id": "****WXYZ",
+            // What an authConfigSecretRef's Secret may put anywhere (an attack of stop 82).
+            "masked_note": "LEAK-masked-1", "vault_role": {"secret_id": "LEAK-nested-2"}}
         }))
         .unwrap();
         let shown = serde_json::to_string(&read.with_auth_config_hidden()).unwrap();
         assert!(!shown.contains(secret), "{shown}");
+        assert!(!shown.contains("LEAK-"), "{shown}");
         assert!(
             shown.contains("accessKey") && shown.contains("****WXYZ"),
             "{shown}"

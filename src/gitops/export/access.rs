@@ -404,7 +404,8 @@ mod tests {
                                "azure_foundry_url": "https://f.example/?access_token=QueryT0ken",
                                "azure_deployment_config": [{"azure_deployment_name": "d",
                                                             "api_key": "NestedK3y",
-                                                            "passWord": "CamelPassw0rd"}]}
+                                                            "passWord": "CamelPassw0rd"}],
+                               "masked_note": "MaskedN0te", "masked_api_key": "****wxyz"}
         });
         let shown = serde_json::to_string(
             &serde_json::from_value::<api::Integration>(remote.clone())
@@ -414,16 +415,28 @@ mod tests {
         .unwrap();
         let (exported, files) = exported_integration(remote, json!({"total": 0, "workspaces": []}));
         let text = files.concat();
-        for secret in ["HostPassw0rd", "QueryT0ken", "NestedK3y", "CamelPassw0rd"] {
+        for secret in [
+            "HostPassw0rd",
+            "QueryT0ken",
+            "NestedK3y",
+            "CamelPassw0rd",
+            "MaskedN0te",
+        ] {
             assert!(!text.contains(secret), "{text}");
             assert!(!shown.contains(secret), "{shown}");
         }
+        assert!(
+            shown.contains("****wxyz"),
+            "the API's own mask shows: {shown}"
+        );
         assert_eq!(
             ref_paths(&exported),
             [
                 "/azure_deployment_config",
                 "/azure_foundry_url",
-                "/custom_host"
+                "/custom_host",
+                "/api_key",
+                "/note"
             ]
         );
         assert_eq!(
