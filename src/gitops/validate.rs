@@ -29,6 +29,9 @@ use crate::resources::{
     UsageLimitsPolicy, Workspace,
 };
 
+/// The largest object etcd stores by default (`--max-request-bytes`, 1.5 MiB).
+const MAX_OBJECT_BYTES: usize = 1_572_864;
+
 /// One problem: where, which resource, which field, what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -392,6 +395,18 @@ impl Validator {
         let identity = display(kind, namespace.filter(|_| schema.namespaced), name);
         let mut violations = seen.duplicates(kind, &identity, value, &document.location());
         check_metadata(&value["metadata"], schema.namespaced, &mut violations);
+        // What etcd takes in one write (its default `--max-request-bytes`): a larger object is
+        // refused when created ("etcdserver: request is too large", naming nothing), and the
+        // stored object, with its metadata and status, is larger than the manifest.
+        let size = serde_json::to_vec(value).map_or(0, |bytes| bytes.len());
+        if size > MAX_OBJECT_BYTES {
+            violations.push(Violation {
+                path: String::new(),
+                message: format!(
+                    "Too long: the object is {size} bytes as JSON; Kubernetes stores at most {MAX_OBJECT_BYTES} (etcd's default limit per write, 1.5 MiB), so the apiserver refuses it"
+                ),
+            });
+        }
         // The free-form fields' bounds first: the schema's checks walk what they hold.
         let bounds = crate::resources::free_form::check(&schema.schema, value);
         if bounds.is_empty() {
@@ -1121,6 +1136,23 @@ mod tests {
         let report = validate(&format!("\u{feff}{POLICY}---\n"));
         assert!(report.is_valid(), "{:?}", report.problems);
         assert_eq!(report.manifests.len(), 1);
+    }
+
+    /// An object larger than etcd stores is refused, saying so (the apiserver's refusal,
+    /// "etcdserver: request is too large", names nothing); one within it is not.
+    #[test]
+    fn an_object_too_large_for_etcd_is_refused() {
+        let config = |n: usize| {
+            format!(
+                "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: big}}\nspec: {{name: big, config: {{metadata: {{note: {}}}}}}}\n",
+                "x".repeat(n)
+            )
+        };
+        let report = validate(&config(1_600_000));
+        let said = format!("{:?}", report.problems);
+        assert!(said.contains("Kubernetes stores at most 1572864"), "{said}");
+        let report = validate(&config(1_400_000));
+        assert!(report.is_valid(), "{:?}", report.problems);
     }
 
     /// Each of `valid`, made a manifest by `manifest`, is valid; each of `refused` is not.
