@@ -30,11 +30,8 @@ pub async fn follows_itself(
     live: Option<&Live>,
     object: &Object,
 ) -> Result<Option<String>, GitopsError> {
-    let (meta, promotion) = match object {
-        Object::Config(o) => (&o.metadata, o.spec.promotion.as_ref()),
-        Object::Guardrail(o) => (&o.metadata, o.spec.definition.promotion.as_ref()),
-        Object::ClusterGuardrail(o) => (&o.metadata, o.spec.definition.promotion.as_ref()),
-        _ => return Ok(None),
+    let Some((meta, promotion)) = object.promotion() else {
+        return Ok(None);
     };
     let own = (meta.namespace.as_deref()).or(live.map(|l| l.default_namespace.as_str()));
     let Some(field) = promotion.and_then(|p| p.names_itself(own, object.name())) else {
@@ -60,13 +57,7 @@ pub async fn held(
     object: &Object,
     create: bool,
 ) -> Result<Option<String>, GitopsError> {
-    let (meta, promotion) = match object {
-        Object::Config(o) => (&o.metadata, o.spec.promotion.as_ref()),
-        Object::Guardrail(o) => (&o.metadata, o.spec.definition.promotion.as_ref()),
-        Object::ClusterGuardrail(o) => (&o.metadata, o.spec.definition.promotion.as_ref()),
-        _ => return Ok(None),
-    };
-    let Some(promotion) = promotion else {
+    let Some((meta, Some(promotion))) = object.promotion() else {
         return Ok(None);
     };
     if let Some(live) = live {

@@ -82,6 +82,24 @@ pub enum Object {
 }
 
 impl Object {
+    /// The metadata and `spec.promotion` of a kind that can be promoted (Config, Guardrail,
+    /// ClusterGuardrail); `None` for the others.
+    pub fn promotion(
+        &self,
+    ) -> Option<(
+        &kube::api::ObjectMeta,
+        Option<&crate::resources::promotion::Promotion>,
+    )> {
+        match self {
+            Object::Config(o) => Some((&o.metadata, o.spec.promotion.as_ref())),
+            Object::Guardrail(o) => Some((&o.metadata, o.spec.definition.promotion.as_ref())),
+            Object::ClusterGuardrail(o) => {
+                Some((&o.metadata, o.spec.definition.promotion.as_ref()))
+            }
+            _ => None,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Object::Config(_) => "Config",
@@ -762,23 +780,19 @@ fn own_namespace_servers(object: &Object, out: &mut Vec<Violation>) {
 /// reads the object's namespace: a source in another namespace is checked when the manifest
 /// names its own).
 fn self_promotion(object: &Object, out: &mut Vec<Violation>) {
-    let (meta, promotion, kind) = match object {
-        Object::Config(o) => (&o.metadata, &o.spec.promotion, "Config"),
-        Object::Guardrail(o) => (&o.metadata, &o.spec.definition.promotion, "Guardrail"),
-        Object::ClusterGuardrail(o) => (
-            &o.metadata,
-            &o.spec.definition.promotion,
-            "ClusterGuardrail",
-        ),
-        _ => return,
+    let Some((meta, Some(promotion))) = object.promotion() else {
+        return;
     };
-    let (Some(promotion), Some(name)) = (promotion, &meta.name) else {
+    let Some(name) = &meta.name else {
         return;
     };
     if let Some(path) = promotion.names_itself(meta.namespace.as_deref(), name) {
         out.push(Violation {
             path,
-            message: format!("names this {kind} itself: a resource follows others"),
+            message: format!(
+                "names this {} itself: a resource follows others",
+                object.kind()
+            ),
         });
     }
 }

@@ -170,6 +170,28 @@ fn files_in(dir: impl AsRef<Path>) -> Vec<(String, String)> {
         .collect()
 }
 
+/// What `aigw export --kubeconfig` of the emulator at `url` said, then each file it wrote into
+/// `out_dir`, as `(path, text)`.
+async fn exported_with_cluster(url: &str, token: &str, out_dir: &Path) -> Vec<(String, String)> {
+    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
+    let mut run = args(&["export", "--out", out_dir.to_str().unwrap()]);
+    run.extend(args(&["--management-url", url, "--token-file", token]));
+    run.extend(args(&["--kubeconfig", &kubeconfig]));
+    let (ran, said) = aigw(run).await;
+    assert!(ran, "{said}");
+    let mut shown = vec![("export".to_string(), said)];
+    shown.extend(files_in(out_dir));
+    shown
+}
+
+/// The text of the exported file whose path ends in `name`.
+fn exported_file(shown: &[(String, String)], name: &str) -> String {
+    (shown.iter())
+        .find(|(path, _)| path.ends_with(name))
+        .map(|(_, text)| text.clone())
+        .unwrap_or_else(|| panic!("{name} is exported: {shown:?}"))
+}
+
 /// No text `shown` (what showed it, the text) is one `leaks`; else a panic saying `what`
 /// leaked, with every place.
 fn assert_shows_none(shown: &[(String, String)], leaks: impl Fn(&str) -> bool, what: &str) {
@@ -734,20 +756,8 @@ async fn export_never_writes_a_secret_backed_setting_of_an_integration() {
     victim_integration(&env, &url, &victim, "victim-openai").await;
     let dir = tempfile::tempdir().unwrap();
     let token = token_file(dir.path());
-    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
-    let out_dir = dir.path().join("out2");
-    let mut run = args(&["export", "--out", out_dir.to_str().unwrap()]);
-    run.extend(args(&["--management-url", &url, "--token-file", &token]));
-    run.extend(args(&["--kubeconfig", &kubeconfig]));
-    let (ran, out) = aigw(run).await;
-    assert!(ran, "{out}");
-    let mut shown = vec![("export".to_string(), out)];
-    shown.extend(files_in(&out_dir));
-    let exported = shown
-        .iter()
-        .find(|(path, _)| path.ends_with("integration-victim-openai.yaml"))
-        .map(|(_, text)| text.clone())
-        .unwrap_or_else(|| panic!("the integration is exported: {shown:?}"));
+    let shown = exported_with_cluster(&url, &token, &dir.path().join("out2")).await;
+    let exported = exported_file(&shown, "integration-victim-openai.yaml");
     assert_shows_none(
         &shown,
         |text| text.contains("SECRETQ-9f3a7c"),
@@ -789,7 +799,6 @@ async fn export_of_an_integration_whose_spec_is_not_applied_writes_none_of_its_s
     let generation = live.metadata.generation.expect("generation");
     let dir = tempfile::tempdir().unwrap();
     let token = token_file(dir.path());
-    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
     let export = async |observed: i64, out: &str| {
         let ready = json!({"type": "Ready", "status": "True", "reason": "Synced",
             "message": "in sync", "lastTransitionTime": "2026-11-01T00:00:00Z",
@@ -803,15 +812,7 @@ async fn export_of_an_integration_whose_spec_is_not_applied_writes_none_of_its_s
             )
             .await
             .unwrap();
-        let out_dir = dir.path().join(out);
-        let mut run = args(&["export", "--out", out_dir.to_str().unwrap()]);
-        run.extend(args(&["--management-url", &url, "--token-file", &token]));
-        run.extend(args(&["--kubeconfig", &kubeconfig]));
-        let (ran, said) = aigw(run).await;
-        assert!(ran, "{said}");
-        let mut shown = vec![("export".to_string(), said)];
-        shown.extend(files_in(&out_dir));
-        shown
+        exported_with_cluster(&url, &token, &dir.path().join(out)).await
     };
     // Ready at an older generation: not applied.
     let shown = export(generation - 1, "unapplied").await;
@@ -820,10 +821,7 @@ async fn export_of_an_integration_whose_spec_is_not_applied_writes_none_of_its_s
         |text| text.contains("SECRETARN-4c2e"),
         "aigw export wrote a value the paused Integration's Secret gave it",
     );
-    let exported = (shown.iter())
-        .find(|(path, _)| path.ends_with("integration-paused-bedrock.yaml"))
-        .map(|(_, text)| text.clone())
-        .unwrap_or_else(|| panic!("the integration is exported: {shown:?}"));
+    let exported = exported_file(&shown, "integration-paused-bedrock.yaml");
     assert!(exported.contains("path: /aws_role_arn"), "{exported}");
     assert!(exported.contains("path: /aws_region"), "{exported}");
     // Applied: its public settings are exported as they are.
