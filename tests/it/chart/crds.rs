@@ -606,6 +606,39 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
         )
         .await
         .expect("an @ after the host is no credential");
+    // Each workspace has one access row: one named twice (by the same key) would be sent in
+    // turn for ever, so it is refused here, not stalled at runtime.
+    let with_workspaces = |workspaces: Value| {
+        let spec = json!({"name": "tools", "url": "https://mcp.example/mcp", "authType": "none",
+                          "transport": "http", "workspaces": workspaces});
+        object("McpIntegration", "checked", spec)
+    };
+    for (workspaces, mentions) in [
+        (
+            json!([{"workspace": "team-a"}, {"workspace": "team-b"}, {"workspace": "team-a", "enabled": false}]),
+            "names a workspace twice",
+        ),
+        (
+            json!([{"workspaceRef": {"name": "team-a"}}, {"workspaceRef": {"name": "team-a"}}]),
+            "names a Workspace resource twice",
+        ),
+    ] {
+        let created = integrations
+            .create(&dry_run, &with_workspaces(workspaces))
+            .await;
+        let message = refused(created, "an McpIntegration naming a workspace twice");
+        support::assert_mentions(&message, &["spec.workspaces", mentions]);
+    }
+    integrations
+        .create(
+            &dry_run,
+            &with_workspaces(
+                json!([{"workspace": "team-a"}, {"workspaceRef": {"name": "team-a"}},
+                                    {"workspace": "team-b"}]),
+            ),
+        )
+        .await
+        .expect("a slug and a Workspace resource of the same name are two keys");
 
     let guardrails = dynamic_api(&env, "Guardrail", "guardrails");
     let mut spec =
