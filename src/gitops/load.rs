@@ -265,12 +265,13 @@ impl<'de> serde::de::Visitor<'de> for Capped<'_> {
     }
 }
 
-fn push(loaded: &mut Loaded, source: &str, index: usize, value: Value) {
+fn push(loaded: &mut Loaded, source: &str, index: usize, mut value: Value) {
     if value.is_null() {
         return;
     }
     let is_list = value["kind"].as_str() == Some("List") && value["items"].is_array();
     if !is_list {
+        namespace_unset_when_empty(&mut value);
         loaded.documents.push(Document {
             source: source.into(),
             index,
@@ -280,7 +281,8 @@ fn push(loaded: &mut Loaded, source: &str, index: usize, value: Value) {
         return;
     }
     if let Value::Array(items) = value["items"].clone() {
-        for (item, value) in items.into_iter().enumerate() {
+        for (item, mut value) in items.into_iter().enumerate() {
+            namespace_unset_when_empty(&mut value);
             loaded.documents.push(Document {
                 source: source.into(),
                 index,
@@ -291,9 +293,38 @@ fn push(loaded: &mut Loaded, source: &str, index: usize, value: Value) {
     }
 }
 
+/// `metadata.namespace: ""` (or null) is no namespace, as kubectl reads it: the manifest goes
+/// to `-n` or the context's namespace.
+fn namespace_unset_when_empty(value: &mut Value) {
+    if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut)
+        && metadata
+            .get("namespace")
+            .is_some_and(|ns| ns.is_null() || ns.as_str() == Some(""))
+    {
+        metadata.remove("namespace");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_namespace_is_no_namespace() {
+        let mut loaded = Loaded::default();
+        let yaml = "apiVersion: v1\nkind: List\nitems:\n- {kind: A, metadata: {name: a, namespace: ''}}\n- {kind: B, metadata: {name: b, namespace: null}}\n- {kind: C, metadata: {name: c, namespace: team}}\n";
+        parse_into(&mut loaded, "x.yaml", yaml, false);
+        let namespaces: Vec<Option<&str>> = loaded
+            .documents
+            .iter()
+            .map(|d| {
+                d.value["metadata"]
+                    .get("namespace")
+                    .map(|n| n.as_str().unwrap())
+            })
+            .collect();
+        assert_eq!(namespaces, [None, None, Some("team")]);
+    }
 
     #[test]
     fn multi_document_yaml_keeps_indexes_and_skips_empty_documents() {
