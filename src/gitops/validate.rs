@@ -207,6 +207,14 @@ impl Object {
     }
 }
 
+/// An apiVersion whose group is within two edits of aigw's (`aigw.i0/v1alpha1`, `aigwio/v1`):
+/// with one of aigw's kinds, a typo that `kubectl apply` fails on ("no matches for kind"), not
+/// another tool's document.
+fn misspelt_group(api_version: &str) -> bool {
+    let group = api_version.split_once('/').map_or(api_version, |(g, _)| g);
+    group != GROUP && strsim::levenshtein(&group.to_ascii_lowercase(), GROUP) <= 2
+}
+
 fn display(kind: &str, namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(ns) => format!("{kind} {ns}/{name}"),
@@ -363,7 +371,8 @@ impl Validator {
         // An aigw kind under an apiVersion that is not `aigw.io/<version>` (a group without a
         // version, a misspelt group) is a mistake `kubectl apply` would fail on, never another
         // tool's document to ignore.
-        let ours = self.kinds.contains_key(kind) && api_version.starts_with(GROUP);
+        let ours = self.kinds.contains_key(kind)
+            && (api_version.starts_with(GROUP) || misspelt_group(api_version));
         let Some((_, version)) = api_version.split_once('/').filter(|(g, _)| *g == GROUP) else {
             if ours {
                 let name = value["metadata"]["name"].as_str().unwrap_or_default();
@@ -1009,6 +1018,30 @@ mod tests {
     }
 
     const POLICY: &str = "apiVersion: aigw.io/v1alpha1\nkind: RateLimitsPolicy\nmetadata: {name: p, namespace: team-a}\nspec: {type: requests, unit: rpm, value: 10, conditions: [{key: workspace_id, value: ws}], groupBy: [{key: api_key}]}\n";
+
+    /// A typo in aigw's group is a problem, as kubectl would fail on it; another group's
+    /// document of a kind aigw also has (`Config`, `Deployment`) is ignored.
+    #[test]
+    fn a_misspelt_group_is_a_problem_and_another_group_is_ignored() {
+        for typo in [
+            "aigw.i0/v1alpha1",
+            "aigwio/v1alpha1",
+            "AIGW.IO/v1alpha1",
+            "aigw.com/v1",
+        ] {
+            let report = validate(&POLICY.replace("aigw.io/v1alpha1", typo));
+            let found = paths_and_messages(&report);
+            assert!(
+                matches!(found.as_slice(), [("apiVersion", m)] if m.contains("aigw.io/<version>")),
+                "{typo}: {found:?}"
+            );
+        }
+        for other in ["apps/v1", "other.example/v1", "example.com/v1", "v1"] {
+            let report = validate(&POLICY.replace("aigw.io/v1alpha1", other));
+            assert!(report.problems.is_empty(), "{other}: {:?}", report.problems);
+            assert_eq!(report.ignored, 1, "{other}");
+        }
+    }
 
     #[test]
     fn a_good_policy_is_valid_and_other_kinds_are_ignored() {
