@@ -72,21 +72,6 @@ impl Rules {
         if let Err(e) = is_sorted {
             return Outcome::Error(format!("isSorted() cannot be declared: {e}"));
         }
-        // cel-go's list extension, which Kubernetes serves: `list.distinct()`, each value once,
-        // in the order of its first appearance.
-        let distinct =
-            context.add_function("distinct", |This(list): This<Arc<Vec<cel::Value>>>| {
-                let mut seen: Vec<cel::Value> = Vec::with_capacity(list.len());
-                for value in list.iter() {
-                    if !seen.contains(value) {
-                        seen.push(value.clone());
-                    }
-                }
-                cel::Value::List(Arc::new(seen))
-            });
-        if let Err(e) = distinct {
-            return Outcome::Error(format!("distinct() cannot be declared: {e}"));
-        }
         // Kubernetes' URL library: `isURL(string)`, `url(string)` and its `getHostname()` and
         // `getPort()`, read with the parser the operator's client uses (see [`parsed_url`]).
         let is_url = context.add_function("isURL", |text: Arc<String>| parsed_url(&text).is_some());
@@ -234,18 +219,6 @@ mod tests {
         assert_eq!(rules.evaluate(rule, &steps(&[])), Outcome::Pass);
         assert_eq!(rules.evaluate(rule, &steps(&[50, 10])), Outcome::Fail);
         assert_eq!(rules.evaluate(rule, &steps(&[10, 10])), Outcome::Fail);
-    }
-
-    /// The McpIntegration's workspaces rule: each workspace once (cel-go's `distinct()`).
-    #[test]
-    fn a_list_names_each_value_once() {
-        let rule = "size(self.filter(w, has(w.workspace)).map(w, w.workspace).distinct()) == size(self.filter(w, has(w.workspace)))";
-        let rules = compiled(rule);
-        let once = json!([{"workspace": "a"}, {"workspace": "b"}, {"workspaceRef": {"name": "a"}}]);
-        assert_eq!(rules.evaluate(rule, &once), Outcome::Pass);
-        assert_eq!(rules.evaluate(rule, &json!([])), Outcome::Pass);
-        let twice = json!([{"workspace": "a"}, {"workspace": "b"}, {"workspace": "a"}]);
-        assert_eq!(rules.evaluate(rule, &twice), Outcome::Fail);
     }
 
     #[test]

@@ -594,6 +594,7 @@ fn checked_object(
     rotation_floor(&object, min_rotation_interval, &mut violations);
     own_namespace_servers(&object, &mut violations);
     self_promotion(&object, &mut violations);
+    unique_workspaces(&object, &mut violations);
     if violations.is_empty() {
         Ok(object)
     } else {
@@ -757,6 +758,32 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
     };
     if let Err(e) = request {
         out.push(api_violation(e));
+    }
+}
+
+/// An McpIntegration naming one workspace (or one Workspace resource) twice in
+/// `spec.workspaces`: the admission policy's rule (`free_form::unique_rows`), with its message.
+fn unique_workspaces(object: &Object, out: &mut Vec<Violation>) {
+    let Object::McpIntegration(integration) = object else {
+        return;
+    };
+    let rows = &integration.spec.workspaces;
+    let by_slug: Vec<&str> = rows.iter().filter_map(|r| r.workspace.as_deref()).collect();
+    let by_resource: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r.workspace_ref.as_ref().map(|w| w.name.as_str()))
+        .collect();
+    for (keys, what) in [
+        (by_slug, "a workspace"),
+        (by_resource, "a Workspace resource"),
+    ] {
+        let distinct: std::collections::BTreeSet<&str> = keys.iter().copied().collect();
+        if distinct.len() < keys.len() {
+            out.push(Violation {
+                path: "spec.workspaces".into(),
+                message: format!("spec.workspaces names {what} twice: each workspace has one row"),
+            });
+        }
     }
 }
 
@@ -1018,6 +1045,36 @@ mod tests {
     }
 
     const POLICY: &str = "apiVersion: aigw.io/v1alpha1\nkind: RateLimitsPolicy\nmetadata: {name: p, namespace: team-a}\nspec: {type: requests, unit: rpm, value: 10, conditions: [{key: workspace_id, value: ws}], groupBy: [{key: api_key}]}\n";
+
+    /// The McpIntegration admission policy's rule: each workspace, and each Workspace
+    /// resource, once in `spec.workspaces`; a slug and a resource of one name are two keys.
+    #[test]
+    fn an_mcp_integration_names_each_workspace_once() {
+        let integration = |rows: &str| {
+            validate(&format!(
+                "apiVersion: aigw.io/v1alpha1\nkind: McpIntegration\nmetadata: {{name: m}}\nspec: {{name: m, url: 'https://mcp.example/mcp', authType: none, transport: http, workspaces: {rows}}}\n"
+            ))
+        };
+        let once = integration("[{workspace: a}, {workspaceRef: {name: a}}, {workspace: b}]");
+        assert!(once.problems.is_empty(), "{:?}", once.problems);
+        for (rows, what) in [
+            (
+                "[{workspace: a}, {workspace: b}, {workspace: a, enabled: false}]",
+                "a workspace",
+            ),
+            (
+                "[{workspaceRef: {name: a}}, {workspaceRef: {name: a}}]",
+                "a Workspace resource",
+            ),
+        ] {
+            let report = integration(rows);
+            let found = paths_and_messages(&report);
+            assert!(
+                matches!(found.as_slice(), [("spec.workspaces", m)] if m.contains(&format!("names {what} twice"))),
+                "{rows}: {found:?}"
+            );
+        }
+    }
 
     /// A typo in aigw's group is a problem, as kubectl would fail on it; another group's
     /// document of a kind aigw also has (`Config`, `Deployment`) is ignored.

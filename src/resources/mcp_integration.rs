@@ -86,8 +86,6 @@ pub struct McpIntegrationSpec {
     /// deleted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 1000))]
-    #[x_kube(validation = Rule::new("size(self.filter(w, has(w.workspace)).map(w, w.workspace).distinct()) == size(self.filter(w, has(w.workspace)))").message("spec.workspaces names a workspace twice: each workspace has one row"))]
-    #[x_kube(validation = Rule::new("size(self.filter(w, has(w.workspaceRef)).map(w, w.workspaceRef.name).distinct()) == size(self.filter(w, has(w.workspaceRef)))").message("spec.workspaces names a Workspace resource twice: each workspace has one row"))]
     pub workspaces: Vec<McpWorkspaceAccess>,
 
     /// Toggles of the capabilities (tools, prompts, resources) the gateway discovered upstream.

@@ -607,7 +607,7 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
         .await
         .expect("an @ after the host is no credential");
     // Each workspace has one access row: one named twice (by the same key) would be sent in
-    // turn for ever, so it is refused here, not stalled at runtime.
+    // turn for ever, so the kind's admission policy refuses it, not a stall at runtime.
     let with_workspaces = |workspaces: Value| {
         let spec = json!({"name": "tools", "url": "https://mcp.example/mcp", "authType": "none",
                           "transport": "http", "workspaces": workspaces});
@@ -623,10 +623,12 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
             "names a Workspace resource twice",
         ),
     ] {
-        let created = integrations
-            .create(&dry_run, &with_workspaces(workspaces))
-            .await;
-        let message = refused(created, "an McpIntegration naming a workspace twice");
+        let message = refused_by_policy(
+            &integrations,
+            &with_workspaces(workspaces),
+            "an McpIntegration naming a workspace twice",
+        )
+        .await;
         support::assert_mentions(&message, &["spec.workspaces", mentions]);
     }
     integrations
@@ -639,6 +641,24 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
         )
         .await
         .expect("a slug and a Workspace resource of the same name are two keys");
+    // The most rows the field takes, each once, within the apiserver's cost limit per
+    // expression (a CRD rule comparing every pair went past it at about 680 rows).
+    let most: Vec<Value> = (0..1000)
+        .map(|i| json!({"workspace": format!("team-{i}")}))
+        .collect();
+    integrations
+        .create(&dry_run, &with_workspaces(json!(most)))
+        .await
+        .expect("1,000 workspaces, each once, are admitted");
+    let mut twice = most.clone();
+    twice[999] = json!({"workspace": "team-0"});
+    let message = refused_by_policy(
+        &integrations,
+        &with_workspaces(json!(twice)),
+        "1,000 workspaces with one twice",
+    )
+    .await;
+    support::assert_mentions(&message, &["spec.workspaces", "names a workspace twice"]);
 
     let guardrails = dynamic_api(&env, "Guardrail", "guardrails");
     let mut spec =
