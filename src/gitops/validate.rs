@@ -445,7 +445,10 @@ impl Validator {
                 .map(|(path, message)| Violation { path, message }),
         );
         if violations.is_empty() {
-            match checked_object(kind, value, self.min_rotation_interval) {
+            // A field written `null` (a YAML key with nothing after it) is stored as absent by
+            // the apiserver, so it decodes as absent here too.
+            let stored = super::schema::without_null_fields(&schema.schema, value);
+            match checked_object(kind, &stored, self.min_rotation_interval) {
                 Ok(object) => report.manifests.push(Manifest {
                     location: document.location(),
                     object,
@@ -1045,6 +1048,17 @@ mod tests {
     }
 
     const POLICY: &str = "apiVersion: aigw.io/v1alpha1\nkind: RateLimitsPolicy\nmetadata: {name: p, namespace: team-a}\nspec: {type: requests, unit: rpm, value: 10, conditions: [{key: workspace_id, value: ws}], groupBy: [{key: api_key}]}\n";
+
+    /// A list or object field written `null` (`workspaces:` with nothing after it) is absent,
+    /// as the apiserver stores it, not a value that does not decode.
+    #[test]
+    fn a_null_field_is_an_absent_one() {
+        let report = validate(
+            "apiVersion: aigw.io/v1alpha1\nkind: McpIntegration\nmetadata: {name: m}\nspec:\n  name: m\n  url: https://mcp.example/mcp\n  authType: none\n  transport: http\n  workspaces:\n  capabilities: null\n  description: null\n",
+        );
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.manifests.len(), 1);
+    }
 
     /// The McpIntegration admission policy's rule: each workspace, and each Workspace
     /// resource, once in `spec.workspaces`; a slug and a resource of one name are two keys.
