@@ -125,8 +125,9 @@ embeds_managed!(ConfigSpec, ManagedSpec);
 #[serde(rename_all = "camelCase")]
 pub struct ConfigResourceRef {
     /// JSON Pointer (RFC 6901) into `spec.config` where the resource's slug goes, e.g.
-    /// `/input_guardrails/0` or `/targets/0/output_guardrails/1`.
-    #[schemars(regex(pattern = r"^(/[^/]*)+$"), length(max = 512))]
+    /// `/input_guardrails/0` or `/targets/0/output_guardrails/1`. At most 256 characters, as
+    /// a secretRefs path: the rule that keeps the two lists' paths apart compares every pair.
+    #[schemars(regex(pattern = r"^(/[^/]*)+$"), length(max = 256))]
     pub path: String,
     /// The kind of the resource: `Guardrail` (a Guardrail of this namespace),
     /// `ClusterGuardrail` (an organisation guardrail) or `Provider` (a Provider of this
@@ -181,8 +182,9 @@ impl ReferencedKind {
 #[serde(rename_all = "camelCase")]
 pub struct ConfigSecretRef {
     /// JSON Pointer (RFC 6901) into `spec.config` where the value goes, e.g. `/api_key` or
-    /// `/targets/1/api_key`.
-    #[schemars(regex(pattern = r"^(/[^/]*)+$"), length(max = 512))]
+    /// `/targets/1/api_key`. At most 256 characters: rules compare it with the resource's other
+    /// paths, pair by pair.
+    #[schemars(regex(pattern = r"^(/[^/]*)+$"), length(max = 256))]
     pub path: String,
     /// The Secret (in this Config's namespace) and key holding the value.
     pub secret_key_ref: SecretKeyRef,

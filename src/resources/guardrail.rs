@@ -161,8 +161,10 @@ pub struct GuardrailDefinition {
     /// mapping; absent, the mappings are left as the API has them. A `Guardrail` may name only
     /// servers of its own workspace. Each entry names its server by UUID (`id`) or by McpServer
     /// resource (`mcpServerRef`), resolved to the UUID it recorded once it is Ready (until then
-    /// the guardrail's mappings wait, `McpServerNotReady`).
-    #[schemars(length(max = 256))]
+    /// the guardrail's mappings wait, `McpServerNotReady`). At most 128: the rules that name
+    /// each server once compare every pair, and past about 170 names of 253 characters they go
+    /// beyond the apiserver's cost limit per rule at run time.
+    #[schemars(length(max = 128))]
     #[x_kube(validation = Rule::new("self.all(s, !has(s.id) || self.exists_one(t, has(t.id) && t.id == s.id))").message("spec.mcpServers names one MCP server twice"))]
     pub mcp_servers: Option<Vec<GuardrailMcpServer>>,
 }

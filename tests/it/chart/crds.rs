@@ -25,6 +25,14 @@ async fn create_dynamic(env: &TestEnv, (kind, plural): (&str, &str), name: &str,
         .unwrap();
 }
 
+/// A create that the apiserver checks and admits, or refuses, and stores nothing.
+fn dry_run() -> PostParams {
+    PostParams {
+        dry_run: true,
+        ..Default::default()
+    }
+}
+
 fn object(kind: &str, name: &str, spec: serde_json::Value) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": kind,
@@ -138,10 +146,7 @@ async fn invalid_manifests_are_rejected_naming_the_field() {
     let secret = json!({"name": "t", "key": "token", "namespace": env.namespace});
     let spec = json!({"managementUrl": "https://api.example", "qps": 0,
                       "auth": {"bearerToken": {"secretRef": secret}}});
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
+    let dry_run = dry_run();
     let created = connections
         .create(&dry_run, &object("Connection", "no-limit", spec))
         .await;
@@ -401,10 +406,7 @@ async fn integration_provider_and_api_key_identities_are_immutable() {
 #[tokio::test]
 async fn connections_and_guardrail_references_are_checked_at_admission() {
     let env = TestEnv::new("crds-checked").await;
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
+    let dry_run = dry_run();
     let cluster = |kind: &str, plural: &str| {
         Api::<DynamicObject>::all_with(env.client.clone(), &support::aigw_resource(kind, plural))
     };
@@ -705,10 +707,7 @@ async fn connections_and_guardrail_references_are_checked_at_admission() {
 /// with the CRDs, a policy may take a moment longer to be in force than the CRD, which the
 /// install waits for.
 async fn refused_by_policy(api: &Api<DynamicObject>, object: &DynamicObject, what: &str) -> String {
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
+    let dry_run = dry_run();
     let created = support::wait_until(std::time::Duration::from_secs(15), || async {
         let created = api.create(&dry_run, object).await;
         created.is_err().then_some(created)
@@ -726,10 +725,7 @@ async fn refused_by_policy(api: &Api<DynamicObject>, object: &DynamicObject, wha
 #[tokio::test]
 async fn values_that_could_only_stall_are_refused_at_admission() {
     let env = TestEnv::new("crds-values").await;
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
+    let dry_run = dry_run();
     let refused = |created: Result<DynamicObject, kube::Error>, what: &str| {
         support::refusal(created, what.to_string())
     };
@@ -925,5 +921,106 @@ async fn values_that_could_only_stall_are_refused_at_admission() {
             .await
             .unwrap_or_else(|e| panic!("{gateway:?} and {mcp:?} are valid: {e}"));
     }
+    env.cleanup().await;
+}
+
+/// The largest lists the rules that compare every pair walk (a Guardrail's McpServers by id
+/// and by name, a Config's resourceRefs beside its secretRefs), at the bounds the CRDs declare,
+/// are admitted, and one twice at their end is refused with the rule's own message: past the
+/// apiserver's cost limit per rule at run time a valid object was refused with "actual cost
+/// limit exceeded" instead, and an object stored before could no longer take a status or
+/// finalizer write (at 256 servers, and at paths of 512 characters).
+#[tokio::test]
+async fn the_largest_lists_a_pairwise_rule_walks_are_admitted() {
+    let env = TestEnv::new("crds-largest").await;
+    let dry_run = dry_run();
+    // A bound of `spec` in the committed CRD of `file`, at the dotted path below it.
+    let bound = |file: &str, path: &str| -> usize {
+        let text = std::fs::read_to_string(support::repo_root().join("crds").join(file)).unwrap();
+        let crd: Value = serde_yaml::from_str(&text).unwrap();
+        let mut at = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        for step in path.split('.') {
+            at = match step {
+                "items" => &at["items"],
+                "maxItems" | "maxLength" => &at[step],
+                field => &at["properties"][field],
+            };
+        }
+        at.as_u64()
+            .unwrap_or_else(|| panic!("{file}: no bound at {path}")) as usize
+    };
+    let padded = |prefix: &str, i: usize, len: usize| {
+        let head = format!("{prefix}{i}-");
+        format!("{head}{}", "a".repeat(len - head.len()))
+    };
+    let guardrails = dynamic_api(&env, "Guardrail", "guardrails");
+    let guardrail = |servers: Vec<Value>| {
+        let spec = json!({"name": "tools", "target": "mcp_tools", "mcpServers": servers,
+                          "workspaceId": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
+                          "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}}]});
+        object("Guardrail", "largest", spec)
+    };
+    let servers = bound("guardrail.yaml", "mcpServers.maxItems");
+    let (id, name) = (
+        bound("guardrail.yaml", "mcpServers.items.id.maxLength"),
+        bound(
+            "guardrail.yaml",
+            "mcpServers.items.mcpServerRef.name.maxLength",
+        ),
+    );
+    let by_id: Vec<Value> = (0..servers)
+        .map(|i| json!({"id": padded("s", i, id)}))
+        .collect();
+    let by_name: Vec<Value> = (0..servers)
+        .map(|i| json!({"mcpServerRef": {"name": padded("s", i, name)}}))
+        .collect();
+    for (mut listed, what) in [
+        (by_id, "one MCP server twice"),
+        (by_name, "(by name) twice"),
+    ] {
+        guardrails
+            .create(&dry_run, &guardrail(listed.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("{servers} McpServers, each once, refused ({what}): {e}"));
+        listed[servers - 1] = listed[servers - 2].clone();
+        let created = guardrails.create(&dry_run, &guardrail(listed)).await;
+        let message = support::refusal(created, "a Guardrail naming its last McpServer twice");
+        support::assert_mentions(&message, &["spec.mcpServers", what]);
+    }
+
+    let configs = dynamic_api(&env, "Config", "configs");
+    let (secrets, secret_path) = (
+        bound("config.yaml", "secretRefs.maxItems"),
+        bound("config.yaml", "secretRefs.items.path.maxLength"),
+    );
+    let (resources, resource_path) = (
+        bound("config.yaml", "resourceRefs.maxItems"),
+        bound("config.yaml", "resourceRefs.items.path.maxLength"),
+    );
+    let mut spec = config_spec();
+    spec["secretRefs"] = json!(
+        (0..secrets)
+            .map(|i| json!({"path": padded("/s", i, secret_path), "secretKeyRef": {"name": "keys", "key": "k"}}))
+            .collect::<Vec<_>>()
+    );
+    spec["resourceRefs"] = json!(
+        (0..resources)
+            .map(|i| json!({"path": padded("/r", i, resource_path), "kind": "Guardrail", "name": "g"}))
+            .collect::<Vec<_>>()
+    );
+    configs
+        .create(&dry_run, &object("Config", "largest", spec.clone()))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("{resources} resourceRefs beside {secrets} secretRefs refused: {e}")
+        });
+    let last = resources.min(secrets) - 1;
+    spec["resourceRefs"][last]["path"] = spec["secretRefs"][last]["path"].clone();
+    let created = configs
+        .create(&dry_run, &object("Config", "largest", spec))
+        .await;
+    let message = support::refusal(created, "a Config whose two lists name one path");
+    support::assert_mentions(&message, &["spec.resourceRefs", "name the same path"]);
+
     env.cleanup().await;
 }
