@@ -391,7 +391,11 @@ impl Validator {
             return;
         };
         let name = value["metadata"]["name"].as_str().unwrap_or_default();
-        let namespace = value["metadata"]["namespace"].as_str();
+        // A cluster-scoped kind has no namespace, whatever the manifest says (kubectl ignores it).
+        let namespaced = crate::registry::find(kind).is_none_or(|k| k.namespaced);
+        let namespace = value["metadata"]["namespace"]
+            .as_str()
+            .filter(|_| namespaced);
         let resource = display(if kind.is_empty() { "-" } else { kind }, namespace, name);
         let problem = |path: &str, message: String| Problem {
             location: document.location(),
@@ -1048,6 +1052,19 @@ mod tests {
     }
 
     const POLICY: &str = "apiVersion: aigw.io/v1alpha1\nkind: RateLimitsPolicy\nmetadata: {name: p, namespace: team-a}\nspec: {type: requests, unit: rpm, value: 10, conditions: [{key: workspace_id, value: ws}], groupBy: [{key: api_key}]}\n";
+
+    /// A cluster-scoped kind's problems name it without the namespace its manifest gives.
+    #[test]
+    fn a_cluster_scoped_resource_is_named_without_a_namespace() {
+        let workspace = "apiVersion: aigw.io/v1alpha1\nkind: Workspace\nmetadata: {name: w, namespace: team-a}\nspec: {name: w}\n";
+        let report = validate(&format!("{workspace}---\n{workspace}"));
+        let named: Vec<&str> = report
+            .problems
+            .iter()
+            .map(|p| p.resource.as_str())
+            .collect();
+        assert_eq!(named, ["Workspace w"]);
+    }
 
     /// A list or object field written `null` (`workspaces:` with nothing after it) is absent,
     /// as the apiserver stores it, not a value that does not decode.
