@@ -29,10 +29,16 @@ pub const MAX_DEPTH: usize = 32;
 /// within the apiserver's cost budget (it ran out at about 60,000 values).
 pub const MAX_VALUES: usize = 25_000;
 
-/// What every free-form field's description says of the bounds.
-pub fn limits_sentence() -> String {
+/// What every free-form field's description says of the bounds; `repeated` for a field of
+/// each entry of a list or map, whose entries share the values bound.
+pub fn limits_sentence(repeated: bool) -> String {
+    let all = if repeated {
+        "in all, every entry's together"
+    } else {
+        "in all"
+    };
     format!(
-        "Free-form, within bounds no real document reaches: at most {MAX_DEPTH} levels of nested objects and arrays (counting this field) and {MAX_VALUES} values in all; more is refused at admission (the ValidatingAdmissionPolicy in crds/free-form-limits.yaml) and by `aigw validate`."
+        "Free-form, within bounds no real document reaches: at most {MAX_DEPTH} levels of nested objects and arrays (counting this field) and {MAX_VALUES} values {all}; more is refused at admission (the ValidatingAdmissionPolicy in crds/free-form-limits.yaml) and by `aigw validate`."
     )
 }
 
@@ -44,9 +50,17 @@ pub fn too_deep() -> String {
     )
 }
 
-/// What is wrong with a field of more than [`MAX_VALUES`] values.
-pub fn too_large() -> String {
-    format!("more than {MAX_VALUES} values (a free-form field's bound; see `kubectl explain`)")
+/// What is wrong with a field of more than [`MAX_VALUES`] values (for a field of each entry of
+/// a list or map, `repeated`: all entries together).
+pub fn too_large(repeated: bool) -> String {
+    let together = if repeated {
+        ", every entry's together"
+    } else {
+        ""
+    };
+    format!(
+        "more than {MAX_VALUES} values{together} (a free-form field's bound; see `kubectl explain`)"
+    )
 }
 
 /// One step from a parent schema to a child.
@@ -67,6 +81,15 @@ pub struct Field {
 }
 
 impl Field {
+    /// A field of each entry of a list or map (`spec.checks[].parameters`): its entries share
+    /// the values bound, since the admission policy counts them in one expression, whose cost
+    /// the apiserver limits (two checks of 13,000 values each went past it).
+    fn repeated(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| matches!(s, Step::Items | Step::Values))
+    }
+
     /// `spec.checks[].parameters`, `spec.config`.
     pub fn display(&self) -> String {
         let mut out = String::new();
@@ -178,7 +201,7 @@ pub fn describe(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
             let Some(next) = next else { break };
             schema = next;
         }
-        let sentence = limits_sentence();
+        let sentence = limits_sentence(field.repeated());
         schema.description = Some(match schema.description.take() {
             Some(text) if !text.is_empty() => format!("{text}\n\n{sentence}"),
             _ => sentence,
@@ -222,6 +245,36 @@ fn count_expression(value: &str, levels: usize) -> String {
         children(value, levels),
         count_expression(&child, levels - 1)
     )
+}
+
+/// CEL: how many values the field's steps reach from `value` hold in all (0 where the field is
+/// absent): every entry's together, in one expression.
+fn total_over_field(steps: &[Step], value: &str, index: usize) -> String {
+    match steps.split_first() {
+        None => count_expression(value, MAX_DEPTH),
+        Some((Step::Field(name), rest)) => {
+            let child = format!("{value}.{name}");
+            format!(
+                "(has({child}) ? {} : 0)",
+                total_over_field(rest, &child, index)
+            )
+        }
+        Some((Step::Items, rest)) => {
+            let item = format!("i{index}");
+            format!(
+                "{value}.map({item}, {}).sum()",
+                total_over_field(rest, &item, index + 1)
+            )
+        }
+        Some((Step::Values, rest)) => {
+            let key = format!("m{index}");
+            let child = format!("{value}[{key}]");
+            format!(
+                "{value}.map({key}, {}).sum()",
+                total_over_field(rest, &child, index + 1)
+            )
+        }
+    }
 }
 
 /// CEL: `check` holds for every value the field's steps reach from `object`.
@@ -414,8 +467,8 @@ pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
             "reason": "Invalid",
         }));
         validations.push(json!({
-            "expression": over_field(steps, "object", 0, &|v| format!("{} <= {MAX_VALUES}", count_expression(v, MAX_DEPTH))),
-            "message": format!("{name}: {}", too_large()),
+            "expression": format!("{} <= {MAX_VALUES}", total_over_field(steps, "object", 0)),
+            "message": format!("{name}: {}", too_large(field.repeated())),
             "reason": "Invalid",
         }));
     }
@@ -516,18 +569,24 @@ pub fn check(root: &JSONSchemaProps, document: &Value) -> Vec<(String, String)> 
             }
         }
     }
-    let mut reached = Vec::new();
-    for field in fields(root) {
-        reach(&field.steps, document, String::new(), &mut reached);
-    }
     let mut out = Vec::new();
-    for (path, value) in reached {
-        let (depth, values) = measure(value);
-        if depth > MAX_DEPTH {
-            out.push((path.clone(), too_deep()));
+    for field in fields(root) {
+        let mut reached = Vec::new();
+        reach(&field.steps, document, String::new(), &mut reached);
+        let mut total = 0;
+        for (path, value) in &reached {
+            let (depth, values) = measure(value);
+            if depth > MAX_DEPTH {
+                out.push((path.clone(), too_deep()));
+            }
+            if values > MAX_VALUES && !field.repeated() {
+                out.push((path.clone(), too_large(false)));
+            }
+            total += values;
         }
-        if values > MAX_VALUES {
-            out.push((path, too_large()));
+        // Every entry's together, as the admission policy counts them.
+        if total > MAX_VALUES && field.repeated() {
+            out.push((field.display(), too_large(true)));
         }
     }
     out
@@ -572,6 +631,34 @@ mod tests {
         assert!(
             api_key.iter().any(|f| f.contains("metadata")),
             "{api_key:?}"
+        );
+    }
+
+    /// A field of each entry of a list (a guardrail check's `parameters`) is bounded in all, the
+    /// entries together, as the admission policy counts them in one expression.
+    #[test]
+    fn the_entries_of_a_list_share_the_values_bound() {
+        let parameters = |values: usize| {
+            let map: serde_json::Map<String, Value> =
+                (1..values).map(|i| (format!("k{i}"), json!({}))).collect();
+            json!({"id": "default.regexMatch", "parameters": map})
+        };
+        let guardrail =
+            |each: usize| json!({"spec": {"checks": [parameters(each), parameters(each)]}});
+        let root = schema_of_kind("Guardrail");
+        assert_eq!(check(&root, &guardrail(12_500)), []);
+        assert_eq!(
+            check(&root, &guardrail(12_501)),
+            [("spec.checks[].parameters".to_string(), too_large(true))]
+        );
+        let config = |values: usize| {
+            let list: Vec<Value> = (2..values).map(|i| json!(i)).collect();
+            json!({"spec": {"config": {"list": list}}})
+        };
+        assert_eq!(check(&schema_of_kind("Config"), &config(MAX_VALUES)), []);
+        assert_eq!(
+            check(&schema_of_kind("Config"), &config(MAX_VALUES + 1)),
+            [("spec.config".to_string(), too_large(false))]
         );
     }
 

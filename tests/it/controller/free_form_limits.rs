@@ -385,3 +385,54 @@ async fn the_operator_tells_when_an_admission_policy_is_not_in_force() {
     );
     h.stop().await;
 }
+
+/// A guardrail's checks share the values bound of their `parameters` (25,000 in all), which
+/// the admission policy counts in one expression: two checks of 12,500 values each (maps of
+/// empty maps, the costliest shape to count) are admitted, not refused with "actual cost limit
+/// exceeded" as two of 13,000 were when each check had a bound of its own; one value more is
+/// refused naming the field.
+#[tokio::test]
+async fn a_guardrails_checks_share_the_values_bound() {
+    let env = support::TestEnv::new("ff-checks").await;
+    let guardrail = |each: usize| {
+        let parameters: serde_json::Map<String, Value> =
+            (1..each).map(|i| (format!("k{i}"), json!({}))).collect();
+        let check = json!({"id": "default.regexMatch", "parameters": parameters});
+        json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": "Guardrail",
+            "metadata": {"name": "wide", "namespace": env.namespace},
+            "spec": {"name": "wide", "workspaceId": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
+                     "checks": [check.clone(), check]},
+        })
+        .to_string()
+    };
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    support::post_raw(
+        &env.client,
+        "guardrails",
+        &env.namespace,
+        guardrail(12_500),
+        &dry_run,
+    )
+    .await
+    .expect("two checks of 12,500 values each, 25,000 in all, are within the bound");
+    let error = support::post_raw(
+        &env.client,
+        "guardrails",
+        &env.namespace,
+        guardrail(12_501),
+        &dry_run,
+    )
+    .await
+    .expect_err("25,002 values in all were admitted");
+    let message = refusal(error);
+    assert!(
+        message
+            .contains("spec.checks[].parameters: more than 25000 values, every entry's together"),
+        "{message}"
+    );
+    env.cleanup().await;
+}
