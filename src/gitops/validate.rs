@@ -769,7 +769,9 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
 }
 
 /// An McpIntegration naming one workspace (or one Workspace resource) twice in
-/// `spec.workspaces`: the admission policy's rule (`free_form::unique_rows`), with its message.
+/// `spec.workspaces`, which the operator refuses (`InvalidSpec`): found before it is applied.
+/// No admission rule holds it: one that compares every pair goes past the apiserver's cost
+/// limit at the field's 1,000 rows, and one that sorts needs Kubernetes 1.35.
 fn unique_workspaces(object: &Object, out: &mut Vec<Violation>) {
     let Object::McpIntegration(integration) = object else {
         return;
@@ -1077,8 +1079,9 @@ mod tests {
         assert_eq!(report.manifests.len(), 1);
     }
 
-    /// The McpIntegration admission policy's rule: each workspace, and each Workspace
-    /// resource, once in `spec.workspaces`; a slug and a resource of one name are two keys.
+    /// Each workspace, and each Workspace resource, once in an McpIntegration's
+    /// `spec.workspaces` (the operator refuses one twice); a slug and a resource of one name
+    /// are two keys.
     #[test]
     fn an_mcp_integration_names_each_workspace_once() {
         let integration = |rows: &str| {

@@ -390,48 +390,6 @@ fn namespace_rules(kind: &str) -> Vec<Value> {
     rules
 }
 
-/// The rows of a list that are one per key: an McpIntegration's `spec.workspaces` names each
-/// workspace once (by `workspace`) and each Workspace resource once (by `workspaceRef`), since
-/// two rows of one workspace would be sent in turn for ever. Each key list is sorted once in a
-/// variable and its neighbours compared, which costs a list of 1,000 rows far less than the
-/// apiserver's limit per expression; a CRD rule cannot hold a variable, and `distinct()` or
-/// `exists_one` over 1,000 rows goes past that limit at run time (about 680 rows), which is not
-/// ratcheted, so a stored object would refuse even its status writes. The variables and the
-/// validations, for the kind's admission policy.
-fn unique_rows(kind: &str) -> (Vec<Value>, Vec<Value>) {
-    if kind != "McpIntegration" {
-        return (Vec::new(), Vec::new());
-    }
-    let rows = "object.spec.workspaces";
-    let keys = [
-        ("workspaceKeys", "w.workspace", "w.workspace", "a workspace"),
-        (
-            "workspaceRefNames",
-            "w.workspaceRef",
-            "w.workspaceRef.name",
-            "a Workspace resource",
-        ),
-    ];
-    let (mut variables, mut validations) = (Vec::new(), Vec::new());
-    for (name, field, key, what) in keys {
-        variables.push(json!({
-            "name": name,
-            "expression": format!(
-                "!has(object.spec) || !has({rows}) || {rows} == null ? [] : {rows}.filter(w, has({field}) && {field} != null).map(w, {key}).sort()"
-            ),
-        }));
-        let sorted = format!("variables.{name}");
-        validations.push(json!({
-            "expression": format!(
-                "size({sorted}) < 2 || lists.range(size({sorted}) - 1).all(i, {sorted}[i] != {sorted}[i + 1])"
-            ),
-            "message": format!("spec.workspaces names {what} twice: each workspace has one row"),
-            "reason": "Invalid",
-        }));
-    }
-    (variables, validations)
-}
-
 /// The name of the admission policy (and its binding) of the kind `plural`.
 pub fn policy_name(crd: &CustomResourceDefinition) -> String {
     format!("aigw-free-form-limits.{}", crd.spec.names.plural)
@@ -439,7 +397,7 @@ pub fn policy_name(crd: &CustomResourceDefinition) -> String {
 
 /// The ValidatingAdmissionPolicy and its binding that bound the free-form fields of `crd`,
 /// refuse credentials written in plain text in them ([`credential_levels`]) and hold the rules
-/// a CRD's CEL cannot (`namespace_rules`, `unique_rows`), or `None` for a kind with none of
+/// a CRD's CEL cannot (`namespace_rules`), or `None` for a kind with none of
 /// these. It runs when the spec is written (`spec-written`), not on a metadata or status write.
 pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
     let root = crd
@@ -453,8 +411,7 @@ pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
     let fields = fields(root);
     let credentials = credential_levels(root);
     let namespaced = namespace_rules(&crd.spec.names.kind);
-    let (row_variables, unique) = unique_rows(&crd.spec.names.kind);
-    if fields.is_empty() && credentials.is_empty() && namespaced.is_empty() && unique.is_empty() {
+    if fields.is_empty() && credentials.is_empty() && namespaced.is_empty() {
         return None;
     }
     let mut validations = Vec::new();
@@ -474,7 +431,6 @@ pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
     }
     validations.extend(credentials.iter().map(credential_refusal));
     validations.extend(namespaced);
-    validations.extend(unique);
     let name = policy_name(crd);
     let mut policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -498,12 +454,8 @@ pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
             "validations": validations,
         },
     });
-    let mut variables = row_variables;
     if !credentials.is_empty() {
-        variables.push(credential_keys_variable());
-    }
-    if !variables.is_empty() {
-        policy["spec"]["variables"] = json!(variables);
+        policy["spec"]["variables"] = json!([credential_keys_variable()]);
     }
     let binding = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -741,7 +693,22 @@ mod tests {
             regex::Regex::new(r"\.(all|exists|exists_one|map|filter)\(\s*\w+\s*,\s*\w+\s*,")
                 .unwrap();
         for (line, expression) in text.lines().enumerate() {
-            for newer in ["transformList", "transformMap", "transformMapEntry"] {
+            // cel-go's list extension (`sort()`, `distinct()`, `lists.range()`, …) is served
+            // from Kubernetes 1.34, for a new expression from 1.35.
+            for newer in [
+                "transformList",
+                "transformMap",
+                "transformMapEntry",
+                ".sort()",
+                ".sortBy(",
+                ".distinct()",
+                "lists.range(",
+                ".flatten(",
+                ".slice(",
+                ".reverse()",
+                ".first()",
+                ".last()",
+            ] {
                 assert!(!expression.contains(newer), "line {}: {newer}", line + 1);
             }
             let found = two_variables.find(expression).map(|m| m.as_str());
