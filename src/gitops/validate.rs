@@ -391,8 +391,9 @@ impl Validator {
             return;
         };
         let name = value["metadata"]["name"].as_str().unwrap_or_default();
-        // A cluster-scoped kind has no namespace, whatever the manifest says (kubectl ignores it).
-        let namespaced = crate::registry::find(kind).is_none_or(|k| k.namespaced);
+        // A cluster-scoped object is one object whatever namespace its manifest names (kubectl
+        // ignores it).
+        let namespaced = self.kinds.get(kind).is_none_or(|s| s.namespaced);
         let namespace = value["metadata"]["namespace"]
             .as_str()
             .filter(|_| namespaced);
@@ -422,9 +423,7 @@ impl Validator {
             report.problems.push(problem("apiVersion", message));
             return;
         }
-        // A cluster-scoped object is one object whatever namespace its manifest names.
-        let identity = display(kind, namespace.filter(|_| schema.namespaced), name);
-        let mut violations = seen.duplicates(kind, &identity, value, &document.location());
+        let mut violations = seen.duplicates(kind, &resource, value, &document.location());
         check_metadata(&value["metadata"], schema.namespaced, &mut violations);
         // What etcd takes in one write (its default `--max-request-bytes`): a larger object is
         // refused when created ("etcdserver: request is too large", naming nothing), and the
