@@ -22,7 +22,8 @@
 # (token: the operator's own ServiceAccount token instead of impersonation), BENCH_FLOOR_AS_OPERATOR
 # (1: the floors write as the operator), BENCH_OPERATOR_FLAGS (more operator flags), and the size
 # probe BENCH_FLOOR_SHAPE (operator: the floors write the annotations and status aigw leaves;
-# operator-metadata: its annotations only; operator-status: its status only).
+# operator-metadata: its annotations only; operator-status: its status only; design: only the
+# status DESIGN.md requires of a Config).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
