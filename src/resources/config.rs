@@ -315,7 +315,30 @@ pub struct AppliedVersion {
     /// value. `aigw history --diff` and `aigw plan` hide what a version holds at these paths
     /// wherever it shows later (an inserted target moves a value to another index).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "recorded_secret_refs")]
     pub secret_refs: Vec<ConfigSecretRef>,
+}
+
+/// The longest `secretRefs` path a spec has admitted: 512 characters until the bound became 256
+/// (so that the rules comparing paths pair by pair fit the apiserver's cost limit). A resource
+/// stored with a longer path keeps it under ratcheting, and every version applied from it
+/// records that path in its history entry, which must not refuse it.
+const RECORDED_PATH_MAX_LENGTH: u64 = 512;
+
+/// The schema of a history entry's `secretRefs`: the spec's, with room for any path a spec ever
+/// admitted ([`RECORDED_PATH_MAX_LENGTH`]).
+fn recorded_secret_refs(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = generator.subschema_for::<Vec<ConfigSecretRef>>();
+    if let Some(serde_json::Value::Object(path)) = schema.pointer_mut("/items/properties/path") {
+        path.insert("maxLength".into(), RECORDED_PATH_MAX_LENGTH.into());
+        path.insert(
+            "description".into(),
+            "The JSON Pointer into `spec.config` this version took the value for, as the spec \
+             held it."
+                .into(),
+        );
+    }
+    schema
 }
 
 /// A status that keeps the versions aigw applied (`versionId`, `lastAppliedAt`, `history`):

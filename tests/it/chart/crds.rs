@@ -983,3 +983,28 @@ async fn the_largest_lists_a_pairwise_rule_walks_are_admitted() {
 
     env.cleanup().await;
 }
+
+/// A Config stored while a `secretRefs` path could be 512 characters long keeps its path under
+/// ratcheting after the bound fell to 256, and the operator records that path in each history
+/// entry it writes: the status must take it, or every version applied from such a Config would
+/// fail its status write.
+#[tokio::test]
+async fn a_history_entry_takes_any_path_a_spec_admitted() {
+    let env = TestEnv::new("crds-history-path").await;
+    let configs = dynamic_api(&env, "Config", "configs");
+    create_dynamic(&env, CONFIGS, "recorded", config_spec()).await;
+    let path = format!("/{}", "p".repeat(511));
+    let status = json!({"status": {"history": [{
+        "appliedAt": "2026-12-05T00:00:00Z", "generation": 1, "versionId": "v1",
+        "secretRefs": [{"path": path, "secretKeyRef": {"name": "keys", "key": "k"}}],
+    }]}});
+    let params = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    configs
+        .patch_status("recorded", &params, &Patch::Merge(&status))
+        .await
+        .unwrap_or_else(|e| panic!("a history entry with a path of 512 characters refused: {e}"));
+    env.cleanup().await;
+}
