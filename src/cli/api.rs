@@ -745,13 +745,20 @@ pub(crate) fn version_diff(
 }
 
 /// Prints `value` as pretty JSON, the userinfo of every URL in it hidden
-/// (`https://(hidden)@host`): a `custom_host` or a webhook URL may carry credentials there.
+/// (`https://(hidden)@host`: a `custom_host` or a webhook URL may carry credentials there), and
+/// the value after each secret-looking key in its text (`Authorization: Bearer …`,
+/// `?api_key=…`): an error the API relays (an MCP integration's `sync_error`, a webhook's last
+/// failure) may quote the credential it was sent.
 pub(super) fn print<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    use aigw::api::secret_fields::{userinfo_hidden, userinfo_pointers};
+    use aigw::api::secret_fields::{
+        secret_text_pointers, text_credentials_hidden, userinfo_pointers,
+    };
     let read = serde_json::to_value(value)?;
-    match userinfo_pointers(&read).is_empty() {
+    match userinfo_pointers(&read).is_empty() && secret_text_pointers(&read).is_empty() {
         true => write_stdout(&serde_json::to_string_pretty(value)?),
-        false => write_stdout(&serde_json::to_string_pretty(&userinfo_hidden(&read))?),
+        false => write_stdout(&serde_json::to_string_pretty(&text_credentials_hidden(
+            &read,
+        ))?),
     }
 }
 

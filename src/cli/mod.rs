@@ -16,11 +16,10 @@ pub mod rollout;
 pub mod validate;
 
 /// Logs to stderr; `RUST_LOG` filters (default `info`), `AIGW_LOG_FORMAT=json` for JSON lines.
+/// kube's client module is held to errors whatever `RUST_LOG` says ([`QUIET_MODULES`]).
 pub fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(log_filter(std::env::var("RUST_LOG").ok().as_deref()))
         .with_writer(std::io::stderr);
     let _ = if std::env::var("AIGW_LOG_FORMAT").as_deref() == Ok("json") {
         builder.json().try_init()
@@ -28,6 +27,25 @@ pub fn init_tracing() {
         builder.try_init()
     };
 }
+
+/// The log filter of `RUST_LOG` (`None`, or one that does not parse: `info`), with
+/// [`QUIET_MODULES`] over it.
+fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
+    use tracing_subscriber::EnvFilter;
+    let asked = rust_log.and_then(|spec| EnvFilter::try_new(spec).ok());
+    let mut filter = asked.unwrap_or_else(|| EnvFilter::new("info"));
+    for directive in QUIET_MODULES {
+        filter = filter.add_directive(directive.parse().expect("a static directive"));
+    }
+    filter
+}
+
+/// Modules held to errors whatever `RUST_LOG` asks: kube's client logs an apiserver's answer
+/// verbatim at `debug` when a request fails (an admission message may quote the data of the
+/// Secret refused, such as the credentials aigw was delivering) and at `warn` when an answer does
+/// not decode (a Secret's data with it). aigw reports each failure itself, its message
+/// concealed. A directive naming the same module in `RUST_LOG` is replaced by this one.
+pub const QUIET_MODULES: [&str; 1] = ["kube_client::client=error"];
 
 /// `text` as the CLI prints an error: a value after a secret-looking key, or one a request of
 /// this command sent or obtained (a token, a Secret's value), hidden.
@@ -76,4 +94,62 @@ pub fn read_grants_file(
             path.display()
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// What a subscriber with the filter of `rust_log` writes for one line of kube's client at
+    /// each level, and one of aigw's at `debug`.
+    fn logged(rust_log: &str) -> String {
+        let out = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let writer = {
+            let out = out.clone();
+            move || Sink(out.clone())
+        };
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(log_filter(Some(rust_log)))
+            .with_writer(writer)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::debug!(target: "kube_client::client", "client-debug");
+            tracing::warn!(target: "kube_client::client", "client-warn");
+            tracing::error!(target: "kube_client::client", "client-error");
+            tracing::debug!(target: "kube_client::client::builder", "builder-debug");
+            tracing::debug!(target: "aigw::controller", "aigw-debug");
+        });
+        String::from_utf8(out.lock().unwrap().clone()).unwrap()
+    }
+
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn kubes_client_logs_only_errors_whatever_rust_log_asks() {
+        for rust_log in [
+            "debug",
+            "trace",
+            "kube_client=trace,debug",
+            "kube_client::client=trace,debug",
+            "debug,kube_client::client=debug",
+        ] {
+            let out = logged(rust_log);
+            assert!(out.contains("client-error"), "{rust_log}: {out}");
+            assert!(out.contains("aigw-debug"), "{rust_log}: {out}");
+            for quiet in ["client-debug", "client-warn", "builder-debug"] {
+                assert!(!out.contains(quiet), "{rust_log}: {quiet} logged: {out}");
+            }
+        }
+    }
 }

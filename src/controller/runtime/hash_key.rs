@@ -115,8 +115,22 @@ pub async fn load(kube: &kube::Client, namespace: &str, dry_run: bool) -> Result
                 .map_err(|e| format!("read {whose} (the hash key): {e}"))?;
             key_of(&secret, &whose)
         }
-        Err(e) => Err(format!("create {whose} (the hash key): {e}")),
+        Err(e) => Err(concealed_key(
+            &format!("create {whose} (the hash key): {e}"),
+            &bytes,
+        )),
     }
+}
+
+/// `message` with the key `bytes` concealed, as the apiserver would quote it: base64, as a
+/// Secret's data is written (an admission check refusing the Secret may quote its data).
+fn concealed_key(message: &str, bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    let encoded = [
+        base64::engine::general_purpose::STANDARD.encode(bytes),
+        base64::engine::general_purpose::URL_SAFE.encode(bytes),
+    ];
+    crate::api::concealment::conceal(message, &encoded)
 }
 
 fn key_of(secret: &Secret, whose: &str) -> Result<HashKey, String> {
@@ -132,6 +146,21 @@ fn key_of(secret: &Secret, whose: &str) -> Result<HashKey, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_quoting_the_key_does_not_show_it() {
+        use base64::Engine as _;
+        let bytes = random_bytes();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
+        let refusal = format!(
+            "create Secret aigw/aigw-hash-key (the hash key): ApiError: secrets \"aigw-hash-key\" \
+             is forbidden: refused secret with data key={encoded} (Forbidden)"
+        );
+        let shown = concealed_key(&refusal, &bytes);
+        assert!(!shown.contains(&encoded), "{shown}");
+        assert!(!shown.contains(&encoded[..16]), "{shown}");
+        assert!(shown.contains("is forbidden"), "{shown}");
+    }
 
     #[test]
     fn a_hash_depends_on_the_key_and_on_how_the_parts_split() {

@@ -73,12 +73,17 @@ fn toggle_create_issue(enabled: bool) -> String {
 
 async fn discover(emulator: &Running, integration: &str, tools: &[&str]) {
     let tools: Vec<Value> = tools.iter().map(|t| json!({"name": t})).collect();
+    discovered(emulator, integration, json!({"tools": tools})).await;
+}
+
+/// Has the emulator's discovery of `integration` end with `outcome` (its tools, or an error).
+async fn discovered(emulator: &Running, integration: &str, outcome: Value) {
     let response = reqwest::Client::new()
         .post(format!(
             "{}/_emulator/mcp-integrations/{integration}/discover",
             emulator.management_url()
         ))
-        .json(&json!({"tools": tools}))
+        .json(&outcome)
         .send()
         .await
         .expect("discover");
@@ -432,6 +437,13 @@ async fn the_cli_never_prints_auth_config_or_mcp_configurations() {
         run(&["mcp-integrations", "metadata", "linear"]).await["sync_status"],
         "synced"
     );
+    // A failed discovery's error, as the API relays it, may quote the header it sent.
+    let failed = format!("upstream answered 401 to initialize with Authorization: {HEADER}");
+    discovered(&emulator, &integration, json!({"error": failed})).await;
+    let metadata = run(&["mcp-integrations", "metadata", "linear"]).await;
+    let sync_error = metadata["sync_error"].as_str().expect("a sync_error");
+    assert!(sync_error.contains("answered 401"), "{metadata}");
+    assert!(!metadata.to_string().contains(&HEADER[7..]), "{metadata}");
 
     std::fs::write(
         body.path(),
