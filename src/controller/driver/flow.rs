@@ -536,6 +536,13 @@ macro_rules! driven {
         ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Halt> {
             $crate::controller::driver::verbs::Verbs::remove_unused(self, cx).await
         }
+
+        fn echoable(
+            &self,
+            ctx: &$crate::controller::Context,
+        ) -> Vec<$crate::controller::driver::echoes::Echoable> {
+            $crate::controller::driver::verbs::Verbs::echoable(self, ctx)
+        }
     };
 }
 pub(crate) use driven;

@@ -186,6 +186,13 @@ pub trait Managed:
         async { Ok(Vec::new()) }
     }
 
+    /// The Secrets whose values an API error about this object could quote although a
+    /// reconcile need not read them ([`super::echoes`]): the credentials it was delivered, the
+    /// upstream credentials of what it binds. None by default.
+    fn echoable(&self, _ctx: &Context) -> Vec<super::echoes::Echoable> {
+        Vec::new()
+    }
+
     /// When this object needs looking at again sooner than the drift interval (a rotation that
     /// falls due), given the status just computed.
     fn due_in(&self, _status: &Self::Status) -> Option<Duration> {
@@ -358,6 +365,9 @@ pub struct Cx<'a, K: Managed> {
     saved: std::sync::Mutex<Option<K::Status>>,
     /// Values no message of this reconcile may carry ([`Cx::conceal`]).
     concealed: std::sync::Mutex<Vec<String>>,
+    /// Set once this reconcile concealed the values of its object's echoable Secrets
+    /// ([`Cx::scrub_failure`]).
+    echoes_concealed: std::sync::atomic::AtomicBool,
     /// The status as read, when it holds an intent this reconcile resumes (an interrupted
     /// create, rotation or reset): its result writes are conflict-proof too.
     resumed: Option<K::Status>,
@@ -417,6 +427,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             resource_version: std::sync::Mutex::new(object.resource_version()),
             saved: Default::default(),
             concealed: Default::default(),
+            echoes_concealed: Default::default(),
             resumed: object.status().filter(|s| s.has_intent()).cloned(),
             wrote_remotely: Default::default(),
             finalized: ctx.installation.holds(object).into(),
@@ -715,7 +726,12 @@ impl<'a, K: Managed> Cx<'a, K> {
             // and tell it again when it comes back.
             self.warned.store(true, std::sync::atomic::Ordering::SeqCst);
         }
-        publish(self.ctx, self.object, type_, reason, &self.scrub(message)).await;
+        let message = match type_ {
+            // A warning may relay an API's error.
+            EventType::Warning => self.scrub_failure(message).await,
+            _ => self.scrub(message),
+        };
+        publish(self.ctx, self.object, type_, reason, &message).await;
     }
 
     /// Writes `status` now, before a call whose outcome might be lost (intent records) or right
@@ -874,6 +890,25 @@ impl<'a, K: Managed> Cx<'a, K> {
         concealed.extend(self.ctx.secret_values.of(&object_key(self.object)));
         concealed.extend(self.ctx.connections.secret_values());
         sanitize_message(&crate::api::concealment::conceal(message, &concealed))
+    }
+
+    /// `message`, a failure about to be recorded, published or logged, scrubbed as
+    /// [`Self::scrub`] does once the values of the Secrets an API error about this object could
+    /// quote, though this reconcile did not read them, are concealed too
+    /// ([`Managed::echoable`], [`super::echoes`]): read once per reconcile, and only when it
+    /// fails.
+    pub async fn scrub_failure(&self, message: &str) -> String {
+        if !self
+            .echoes_concealed
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            for echoable in self.object.echoable(self.ctx) {
+                for value in super::echoes::values(self, &echoable).await {
+                    self.conceal(&value);
+                }
+            }
+        }
+        self.scrub(message)
     }
 
     /// True when this reconcile has not written its object (so far): no status, intent,

@@ -13,6 +13,7 @@ use tracing::{debug, info, warn};
 pub mod calls;
 pub mod create;
 pub mod drift;
+pub mod echoes;
 mod finish;
 pub mod flow;
 pub mod gate;
@@ -480,7 +481,7 @@ async fn run<K: Managed>(
                 return Ending::Refused(throttled);
             }
             Err(e) => {
-                let error = cx.scrub(&e.to_string());
+                let error = cx.scrub_failure(&e.to_string()).await;
                 debug!(kind = K::KIND, object = %key, %error, "read-only refresh failed");
             }
             Ok(_) => {}
@@ -546,7 +547,7 @@ async fn record_failure<K: Managed>(
     let ctx = cx.ctx;
     let generation = cx.object.meta().generation;
     let reason = error.category();
-    let message = cx.scrub(&error.to_string());
+    let message = cx.scrub_failure(&error.to_string()).await;
     let previous_reason = before.and_then(|s| {
         find_condition(s.conditions(), READY)
             .filter(|c| c.status == "False")
@@ -640,7 +641,7 @@ async fn cleanup_failed<K: Managed>(
         Halt::Wait(Wait::DryRun { reason, message }) => Ok(would(cx, key, reason, &message).await),
         error if error.records_nothing() => Err(error),
         error => {
-            let message = cx.scrub(&error.to_string());
+            let message = cx.scrub_failure(&error.to_string()).await;
             record_waiting_deletion(cx, &error, &message).await;
             publish(ctx, object, EventType::Warning, error.category(), &message).await;
             Err(error)

@@ -175,6 +175,14 @@ pub trait Verbs: Managed {
     fn remove_unused(&self, _cx: &Cx<'_, Self>) -> impl Future<Output = Changes> + Send {
         async { Ok(Vec::new()) }
     }
+    /// The Secrets whose values an API error about this object could quote although a
+    /// reconcile need not read them ([`super::echoes`]): the credentials it was delivered (a
+    /// Deployment's, an API key), the upstream credentials of what it binds (a Provider's
+    /// Integration, an McpServer's McpIntegration). Read only when a reconcile fails. None by
+    /// default.
+    fn echoable(&self, _ctx: &crate::controller::Context) -> Vec<super::echoes::Echoable> {
+        Vec::new()
+    }
 
     /// The failure to report when the API refused the delete of `key` with `error` because
     /// something still uses the remote object (a `StillReferenced` the driver retries), rather

@@ -28,6 +28,7 @@ use crate::api::{self, ApiError, Client, Listing, Reading, SecretString};
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read, Recovered};
 use crate::controller::driver::create::{Created, one_of_ours, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
+use crate::controller::driver::echoes::Echoable;
 use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::issuing::Issues;
 use crate::controller::driver::status::EmbedsManagedStatus;
@@ -131,6 +132,11 @@ impl Verbs for ApiKey {
     /// the new stamp.
     const READ_AFTER_UPDATE: bool = true;
 
+    /// The key it was delivered: an update or delete refused after a restart may quote it,
+    /// and no reconcile of this process handled it.
+    fn echoable(&self, _ctx: &crate::controller::Context) -> Vec<Echoable> {
+        vec![Echoable::Delivered(self.spec.secret_ref.name.clone())]
+    }
     async fn resolve(&self, cx: &Cx<'_, Self>, status: &mut ApiKeyStatus) -> Inputs<Self> {
         let held = held_override(self, cx).await?;
         let config_id = resolve_config(self, cx, held.as_deref()).await?;

@@ -11,6 +11,7 @@ use crate::api::{
 };
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Put, Read, Recovered};
 use crate::controller::driver::create::{Created, Lookup};
+use crate::controller::driver::echoes::Echoable;
 use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::issuing::Issues;
@@ -63,6 +64,13 @@ impl Verbs for Deployment {
 
     async fn resolve(&self, _cx: &Cx<'_, Self>, _: &mut DeploymentStatus) -> Inputs<Self> {
         Ok(())
+    }
+    /// The credentials it was delivered: an update or archive refused after a restart may
+    /// quote them, and no reconcile of this process handled them.
+    fn echoable(&self, _ctx: &crate::controller::Context) -> Vec<Echoable> {
+        vec![Echoable::Delivered(
+            self.spec.credentials_secret_ref.name.clone(),
+        )]
     }
     /// Adopting reaches a gateway made outside aigw: everything it serves must be granted too
     /// (its workspaces; the organisation, if it is the default gateway).

@@ -23,8 +23,9 @@ use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersLi
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read, Recovered};
 use crate::controller::driver::create::in_workspace;
+use crate::controller::driver::echoes::Echoable;
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced::{Ref, ready_named, recorded_keys};
+use crate::controller::driver::referenced::{Ref, named, ready_named, recorded_keys};
 use crate::controller::driver::verbs::{
     Changes, Comparison, Differing, Inputs, Made, Release, Verbs,
 };
@@ -57,6 +58,21 @@ type Instantiates = Bound;
 impl Verbs for McpServer {
     type Desired = Instantiates;
     type Calls = Own;
+
+    /// The configurations Secret of the McpIntegration resource it instantiates: the API keeps
+    /// the integration's headers and tokens and may quote them in a refusal about the server.
+    fn echoable(&self, ctx: &Context) -> Vec<Echoable> {
+        let name = self.spec.integration_ref.as_ref().map(|r| r.name.as_str());
+        let bound = name.and_then(|name| named::<McpIntegration>(ctx, name));
+        let configurations = bound.and_then(|i| i.spec.configurations_secret_ref.clone());
+        configurations
+            .map(|r| Echoable::ClusterReadable {
+                name: r.name,
+                namespace: r.namespace,
+            })
+            .into_iter()
+            .collect()
+    }
 
     async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut McpServerStatus) -> Inputs<Self> {
         let instantiates = match (&self.spec.integration_ref, &self.spec.integration_id) {

@@ -28,8 +28,9 @@ use crate::controller::driver::calls::{
     Deleting, Own, OwnCalls, Post, Put, Read, Recovered, RemoteKey, key_or,
 };
 use crate::controller::driver::create::in_workspace;
+use crate::controller::driver::echoes::Echoable;
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced::{names, qualified, users};
+use crate::controller::driver::referenced::{named as named_resource, names, qualified, users};
 use crate::controller::driver::verbs::{
     Changes, Comparison, Inputs, Made, Release, Verbs, still_referenced,
 };
@@ -64,6 +65,28 @@ impl Managed for Provider {
 impl Verbs for Provider {
     type Desired = Binding;
     type Calls = Own;
+
+    /// The Secrets of the Integration resource it binds: the API keeps the integration's key
+    /// and may quote it in a refusal about the provider.
+    fn echoable(&self, ctx: &Context) -> Vec<Echoable> {
+        let named = self.spec.integration.as_deref();
+        let bound = named.and_then(|name| named_resource::<Integration>(ctx, name));
+        bound.map_or_else(Vec::new, |integration| {
+            let spec = &integration.spec;
+            let key = spec
+                .key_secret_ref
+                .iter()
+                .map(|r| Echoable::ClusterReadable {
+                    name: r.name.clone(),
+                    namespace: r.namespace.clone(),
+                });
+            let refs = spec.secret_refs.iter().map(|r| Echoable::ClusterReadable {
+                name: r.secret_key_ref.name.clone(),
+                namespace: None,
+            });
+            key.chain(refs).collect()
+        })
+    }
 
     async fn resolve(&self, cx: &Cx<'_, Self>, status: &mut ProviderStatus) -> Inputs<Self> {
         let bound = bound_integration(self, cx).await?;

@@ -286,7 +286,7 @@ impl Default for Metrics {
             secret_cache_fallbacks: registered(
                 r,
                 "secret_cache_fallbacks",
-                "Secret reads the watch caches could not answer and the apiserver did, by reason (behind_own_write, own_write_unknown, recovery, not_listed, unwatched; for referenced Secrets' values: new_version, not_cached)",
+                "Secret reads the watch caches could not answer and the apiserver did, by reason (behind_own_write, own_write_unknown, recovery, not_listed, unwatched, echo; for referenced Secrets' values: new_version, not_cached)",
                 Default::default(),
             ),
             rollout_step: registered(

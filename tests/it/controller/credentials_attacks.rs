@@ -625,3 +625,150 @@ async fn a_failed_cleanup_echoing_the_key_reaches_no_log_or_status() {
     h.stop().await;
     assert!(!s && !e && !l, "part of the upstream key leaked");
 }
+
+// ------------------------------------------------------------------------------------------
+// Values a reconcile did not read, quoted back (helper 171): the credentials a Deployment and
+// an ApiKey were delivered, the upstream credentials a Provider and an McpServer bind.
+// ------------------------------------------------------------------------------------------
+
+/// An update and a delete refused with errors quoting the credentials a Deployment and an
+/// ApiKey were delivered, and the key and headers of the integrations a Provider and an
+/// McpServer bind, answered to an operator restarted since (it remembers none of them): the
+/// values reach no status, event, log line or metric.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_quoting_delivered_and_bound_credentials_reach_no_output() {
+    use aigw::resources::{Deployment, McpIntegration, McpServer};
+    let mut h =
+        Harness::start_with_secret_namespace("cred-stored-echo", Duration::from_secs(1)).await;
+    h.seed_workspace(WS_A, "payments", "payments").await;
+    put_key(&h, KEY).await;
+    ready_integration(&h, integration_spec(&h)).await;
+    support::objects::create::<Provider>(&h.env, "openai-a", provider_spec(&h)).await;
+    // A header no pattern tells from an ordinary one: only knowing the value hides it.
+    h.put_secret(
+        "mcp-conf",
+        json!({"custom_headers": json!({"X-Tenant": "mcp-tok-W4xR7qZ2nK9v"}).to_string()}),
+        true,
+    )
+    .await;
+    h.create_cluster::<McpIntegration>(
+        "tools",
+        json!({"slug": h.cluster_name("tools"), "name": "Tools",
+               "url": "https://mcp.example.com/mcp", "authType": "headers", "transport": "http",
+               "configurationsSecretRef": {"name": "mcp-conf"},
+               "workspaces": [{"workspace": WS_A}]}),
+    )
+    .await;
+    h.wait_cluster::<McpIntegration>("tools", WAIT, |i| i.ready())
+        .await;
+    let server = support::objects::mcp_server(None, "Tools", WS_A, &h.cluster_name("tools"));
+    support::objects::create::<McpServer>(&h.env, "tools-a", server).await;
+    let deployment = json!({"name": "edge", "credentialsSecretRef": {"name": "edge-creds"}});
+    support::objects::create::<Deployment>(&h.env, "edge", deployment).await;
+    let key = json!({"name": "billing", "kind": "service", "scopes": ["completions.write"],
+                     "secretRef": {"name": "billing-key"}});
+    support::objects::create::<ApiKey>(&h.env, "billing", key).await;
+    h.wait_for::<Provider>("openai-a", WAIT, |p| p.ready())
+        .await;
+    h.wait_for::<McpServer>("tools-a", WAIT, |s| s.ready())
+        .await;
+    h.wait_for::<Deployment>("edge", WAIT, |d| d.ready()).await;
+    h.wait_for::<ApiKey>("billing", WAIT, |k| k.ready()).await;
+    // Every value the refusals may quote.
+    let secrets = Api::<Secret>::namespaced(h.env.client.clone(), &h.env.namespace);
+    let mut values = vec![KEY.to_string(), "mcp-tok-W4xR7qZ2nK9v".to_string()];
+    for name in ["edge-creds", "billing-key"] {
+        let secret = secrets.get(name).await.unwrap();
+        for bytes in secret.data.unwrap_or_default().values() {
+            let text = String::from_utf8(bytes.0.clone()).unwrap();
+            if text.len() >= 12 {
+                values.push(text);
+            }
+        }
+    }
+    assert!(values.len() >= 4, "credentials delivered: {}", values.len());
+
+    let direct = h.emulator.management_url();
+    let echoing = support::proxy::stored_echo_proxy(direct.clone()).await;
+    h.restart_operator_via(&echoing).await;
+    h.env
+        .patch_spec::<Provider>("openai-a", json!({"note": "changed"}))
+        .await;
+    h.env
+        .patch_spec::<McpServer>("tools-a", json!({"description": "changed"}))
+        .await;
+    h.env
+        .patch_spec::<Deployment>("edge", json!({"tags": {"team": "x"}}))
+        .await;
+    h.env
+        .patch_spec::<ApiKey>("billing", json!({"description": "changed"}))
+        .await;
+    let refused = |c: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]| {
+        c.iter()
+            .any(|c| c.message.contains("refused") || c.message.contains("withheld"))
+    };
+    h.wait_for::<Provider>("openai-a", WAIT, |p| refused(p.conditions()))
+        .await;
+    h.wait_for::<McpServer>("tools-a", WAIT, |s| refused(s.conditions()))
+        .await;
+    h.wait_for::<Deployment>("edge", WAIT, |d| refused(d.conditions()))
+        .await;
+    h.wait_for::<ApiKey>("billing", WAIT, |k| refused(k.conditions()))
+        .await;
+    h.env.delete::<Provider>("openai-a").await;
+    h.env.delete::<McpServer>("tools-a").await;
+    h.env.delete::<Deployment>("edge").await;
+    h.env.delete::<ApiKey>("billing").await;
+    // The refused deletes retry and log a few times.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    let mut leaked = Vec::new();
+    let mut check = |place: &str, text: &str| {
+        for value in values.iter().filter(|v| text.contains(v.as_str())) {
+            leaked.push(format!("--- {value} in {place} ---\n{text}"));
+        }
+    };
+    check(
+        "Provider",
+        &serde_json::to_string(&h.env.api::<Provider>().get("openai-a").await.unwrap()).unwrap(),
+    );
+    check(
+        "McpServer",
+        &serde_json::to_string(&h.env.api::<McpServer>().get("tools-a").await.unwrap()).unwrap(),
+    );
+    check(
+        "Deployment",
+        &serde_json::to_string(&h.env.api::<Deployment>().get("edge").await.unwrap()).unwrap(),
+    );
+    check(
+        "ApiKey",
+        &serde_json::to_string(&h.env.api::<ApiKey>().get("billing").await.unwrap()).unwrap(),
+    );
+    check("the events", &h.env.events_text().await);
+    check("the metrics", &h.ctx.metrics.encode());
+    check("the operator log", &support::harness::captured_logs());
+    let logs = support::harness::captured_logs();
+    assert!(logs.contains("refused"), "the refusals were logged");
+    // Let the objects go.
+    h.restart_operator_via(&direct).await;
+    for name in ["openai-a", "tools-a", "edge", "billing"] {
+        let gone = support::wait_until(WAIT, || async {
+            let left = h.env.api::<Provider>().get_opt(name).await.ok()?.is_none();
+            let others = [
+                h.env.api::<McpServer>().get_opt(name).await.ok()?.is_none(),
+                h.env
+                    .api::<Deployment>()
+                    .get_opt(name)
+                    .await
+                    .ok()?
+                    .is_none(),
+                h.env.api::<ApiKey>().get_opt(name).await.ok()?.is_none(),
+            ];
+            (left && others.iter().all(|g| *g)).then_some(())
+        })
+        .await;
+        assert!(gone.is_some(), "{name} was not deleted");
+    }
+    h.stop().await;
+    assert!(leaked.is_empty(), "values leaked:\n{}", leaked.join("\n"));
+}

@@ -192,14 +192,7 @@ pub async fn echo_proxy(upstream: String) -> String {
 /// use might: after an operator restart, the reconcile that read the Secret is long over.
 pub async fn delete_echo_proxy(upstream: String) -> String {
     proxy(upstream, move |received: Received| async move {
-        let Received {
-            parts,
-
-            client,
-            upstream,
-            ..
-        } = &received;
-        let route = parts.uri.path();
+        let route = received.parts.uri.path();
         let stored = [
             ("/ai_gw/admin/v2/secret-references/", "secret_references"),
             ("/ai_gw/admin/v2/mcp-integrations/", "mcp_integrations"),
@@ -207,23 +200,68 @@ pub async fn delete_echo_proxy(upstream: String) -> String {
         ]
         .into_iter()
         .find(|(prefix, _)| route.starts_with(prefix));
-        if let (Some((prefix, family)), &reqwest::Method::DELETE) = (stored, &parts.method) {
+        if let (Some((prefix, family)), &reqwest::Method::DELETE) = (stored, &received.parts.method)
+        {
             let key = route.trim_start_matches(prefix);
-            let state: Value = client
-                .get(format!("{upstream}/_emulator/state"))
-                .json_value()
-                .await;
-            let record = state[family]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|r| r["id"] == key || r["slug"] == key)
-                .cloned()
-                .unwrap_or(Value::Null);
+            let state = emulator_state(&received).await;
+            let record = stored_record(&state, family, key);
             let message = format!("cannot delete {key}: in use with {record}");
             return refusal(400, message);
         }
         received.pass().await
     })
     .await
+}
+
+/// A proxy in front of the emulator refusing every PUT and DELETE of a deployment, API key,
+/// provider or MCP server with a 400 quoting what the API stores of it (credentials a
+/// deployment or key was issued) and of the integration it binds (its key, its headers), as
+/// an API explaining a refusal might: values the refused reconcile did not read.
+pub async fn stored_echo_proxy(upstream: String) -> String {
+    proxy(upstream, move |received: Received| async move {
+        let route = received.parts.uri.path();
+        let families = [
+            ("/ai_gw/admin/v2/deployments/", "deployments"),
+            ("/ai_gw/v2/api-keys/", "api_keys"),
+            ("/ai_gw/v2/providers/", "providers"),
+            ("/ai_gw/v2/mcp-servers/", "mcp_servers"),
+        ];
+        let family = families.into_iter().find(|(prefix, _)| {
+            route.starts_with(prefix) && route[prefix.len()..].split('/').count() <= 2
+        });
+        let method = &received.parts.method;
+        let write = [reqwest::Method::PUT, reqwest::Method::DELETE].contains(method);
+        let (Some((_, family)), true) = (family, write) else {
+            return received.pass().await;
+        };
+        let key = route.rsplit('/').next().unwrap_or_default().to_string();
+        let state = emulator_state(&received).await;
+        let record = stored_record(&state, family, &key);
+        let bound = match family {
+            "providers" => ("integrations", "integration_id"),
+            "mcp_servers" => ("mcp_integrations", "mcp_integration_id"),
+            _ => ("-", "-"),
+        };
+        let bound = stored_record(&state, bound.0, record[bound.1].as_str().unwrap_or("-"));
+        let message = format!("refused {key}: the API holds {record} bound to {bound}");
+        refusal(400, message)
+    })
+    .await
+}
+
+/// The emulator's whole state, credentials in clear.
+async fn emulator_state(received: &Received) -> Value {
+    let url = format!("{}/_emulator/state", received.upstream);
+    received.client.get(url).json_value().await
+}
+
+/// The record of `family` in `state` whose id or slug is `key` (null when none is).
+fn stored_record(state: &Value, family: &str, key: &str) -> Value {
+    state[family]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["id"] == key || r["slug"] == key)
+        .cloned()
+        .unwrap_or(Value::Null)
 }
