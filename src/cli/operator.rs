@@ -23,13 +23,15 @@ pub struct OperatorArgs {
     /// the connection named `default`.
     #[arg(long, env = "AIGW_MANAGEMENT_URL", value_name = "URL")]
     management_url: Option<String>,
-    /// The gateway address including `/v1`, e.g. http://127.0.0.1:8787/v1.
+    /// The gateway address including `/v1`, e.g. http://127.0.0.1:8787/v1. Default: the
+    /// management URL plus `/v1`.
     #[arg(long, env = "AIGW_GATEWAY_URL", value_name = "URL")]
     gateway_url: Option<String>,
     /// File holding the bearer token for the default connection.
     #[arg(long, env = "AIGW_TOKEN_FILE", value_name = "FILE")]
     token_file: Option<PathBuf>,
-    /// Namespace to watch; repeat for several. Default: all namespaces.
+    /// Namespace to watch; repeat for several (`AIGW_NAMESPACE`: comma-separated). Default: all
+    /// namespaces.
     #[arg(
         long = "namespace",
         env = "AIGW_NAMESPACE",

@@ -106,6 +106,33 @@ pub enum RateLimitUnit {
 }
 
 impl UsageLimits {
+    /// The budget an API read shows (an object, or an array of one, `null` fields absent), as
+    /// a spec states it; `None` when the read holds none, or one a spec could not state (no
+    /// limit, a type or schedule this release does not know).
+    pub fn from_api(read: &[Value]) -> Option<Self> {
+        let [read] = read else { return None };
+        let field = |name: &str| read.get(name).filter(|v| !v.is_null());
+        let limits = Self {
+            credit_limit: field("credit_limit")?
+                .as_u64()
+                .filter(|limit| *limit >= 1)?,
+            kind: parsed(read, "type")?,
+            alert_threshold: match field("alert_threshold") {
+                Some(v) => Some(v.as_u64().filter(|t| *t >= 1)?),
+                None => None,
+            },
+            periodic_reset: match field("periodic_reset") {
+                Some(_) => Some(parsed(read, "periodic_reset")?),
+                None => None,
+            },
+            periodic_reset_days: match field("periodic_reset_days") {
+                Some(v) => Some(v.as_u64().and_then(|d| u32::try_from(d).ok())?),
+                None => None,
+            },
+        };
+        Some(limits)
+    }
+
     /// The API's `UsageLimits` object.
     pub fn to_api(&self) -> Value {
         let mut value = json!({"credit_limit": self.credit_limit, "type": self.kind});
@@ -123,10 +150,26 @@ impl UsageLimits {
 }
 
 impl RateLimit {
+    /// The rate limit an API read shows (an array of one), as a spec states it; `None` when
+    /// the read holds none or one a spec could not state.
+    pub fn from_api(read: &[Value]) -> Option<Self> {
+        let [read] = read else { return None };
+        Some(Self {
+            kind: parsed(read, "type")?,
+            unit: parsed(read, "unit")?,
+            value: read.get("value")?.as_u64()?,
+        })
+    }
+
     /// The API's `RateLimits` object.
     pub fn to_api(&self) -> Value {
         json!({"type": self.kind, "unit": self.unit, "value": self.value})
     }
+}
+
+/// The field `name` of `read` as `T`, if it holds one.
+fn parsed<T: serde::de::DeserializeOwned>(read: &Value, name: &str) -> Option<T> {
+    serde_json::from_value(read.get(name)?.clone()).ok()
 }
 
 /// True when `remote` holds every field `desired` sets, with the same meaning. A read adds
@@ -170,5 +213,35 @@ mod tests {
         ));
         assert!(!covers(None, &desired));
         assert!(!covers(Some(&Value::Null), &desired));
+    }
+}
+
+#[cfg(test)]
+mod from_api_tests {
+    use super::*;
+
+    #[test]
+    fn a_read_a_spec_could_not_state_is_left_out() {
+        let read = |v: Value| UsageLimits::from_api(&[v]);
+        assert!(read(json!({"credit_limit": 0, "type": "cost"})).is_none());
+        assert!(read(json!({"credit_limit": 5, "type": "credits"})).is_none());
+        assert!(
+            read(json!({"credit_limit": 5, "type": "cost", "periodic_reset": "daily"})).is_none()
+        );
+        assert!(read(json!({"type": "cost"})).is_none());
+        assert!(UsageLimits::from_api(&[]).is_none());
+        let kept = read(
+            json!({"credit_limit": 5, "type": "tokens", "periodic_reset_days": 7,
+                               "alert_threshold": 4}),
+        )
+        .unwrap();
+        assert_eq!(
+            (kept.periodic_reset_days, kept.alert_threshold),
+            (Some(7), Some(4))
+        );
+        assert!(
+            RateLimit::from_api(&[json!({"type": "requests", "unit": "rpw", "value": 1})])
+                .is_none()
+        );
     }
 }

@@ -202,7 +202,7 @@ impl Default for Metrics {
             shard_members: registered(
                 r,
                 "shard_members",
-                "With --shards: how many replicas this one sees live (its view); absent otherwise",
+                "With --shards: how many replicas this one sees live (its view); 0 without --shards",
                 Default::default(),
             ),
             shard_handovers: registered(

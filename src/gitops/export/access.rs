@@ -14,6 +14,7 @@ use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::integration::{
     Integration, IntegrationSpec, KeySecretRef, SecretMapping, WorkspaceAccess,
 };
+use crate::resources::limits::{RateLimit, UsageLimits};
 use crate::resources::provider::{Provider, ProviderSpec};
 
 /// The Secret key the exported `keySecretRef` names.
@@ -177,8 +178,8 @@ impl Builder<'_> {
                 .map(|row| WorkspaceAccess {
                     id: row.id.clone(),
                     enabled: row.enabled,
-                    usage_limits: None,
-                    rate_limits: None,
+                    usage_limits: UsageLimits::from_api(&row.usage_limits),
+                    rate_limits: RateLimit::from_api(&row.rate_limits),
                 })
                 .collect(),
             models: None,
@@ -353,11 +354,30 @@ mod tests {
                                    "custom_headers": {"x-team": "****"}}
             }),
             json!({
-                "total": 2, "workspaces": [{"id": "ws-a", "enabled": true}, {"id": "ws-b", "enabled": false}]
+                "total": 2, "workspaces": [
+                    {"id": "ws-a", "enabled": true,
+                     "usage_limits": [{"credit_limit": 500, "type": "cost", "periodic_reset": "monthly",
+                                       "alert_threshold": null, "next_usage_reset_at": "2026-01-01T00:00:00Z"}]},
+                    {"id": "ws-b", "enabled": false, "usage_limits": null,
+                     "rate_limits": [{"type": "requests", "unit": "rpm", "value": 600}]}]
             }),
         );
         let text = files.concat();
         assert!(!text.contains("****"), "{text}");
+        // Each row's budget and rate limit as the API has them: applying the export writes none.
+        let rows = &exported.spec.workspaces;
+        let budget = rows[0].usage_limits.as_ref().expect("ws-a's budget");
+        assert_eq!(
+            budget.to_api(),
+            json!({"credit_limit": 500, "type": "cost", "periodic_reset": "monthly"})
+        );
+        assert_eq!(rows[0].rate_limits, None);
+        assert_eq!(rows[1].usage_limits, None);
+        let rate = rows[1].rate_limits.as_ref().expect("ws-b's rate limit");
+        assert_eq!(
+            rate.to_api(),
+            json!({"type": "requests", "unit": "rpm", "value": 600})
+        );
         let spec = &exported.spec;
         assert_eq!(spec.slug.as_deref(), Some("bedrock-prod"));
         assert_eq!(
