@@ -90,8 +90,10 @@ pub struct GuardrailSpec {
 #[x_kube(validation = rules::set_at_creation("slug", "ClusterGuardrail"))]
 #[x_kube(validation = rules::fixed_defaulting("target", "llm", "ClusterGuardrail"))]
 #[x_kube(validation = rules::same_connection("ClusterGuardrail"))]
-#[x_kube(validation = Rule::new("!has(self.promotion) || self.promotion.after.all(a, !has(a.namespace))").field_path(".promotion.after").reason(Reason::FieldValueForbidden).message("spec.promotion.after of a ClusterGuardrail names other ClusterGuardrails, which are cluster-scoped: leave namespace out"))]
-#[x_kube(validation = Rule::new("!has(self.mcpServers) || self.mcpServers.all(s, !has(s.mcpServerRef) || has(s.mcpServerRef.namespace))").field_path(".mcpServers").reason(Reason::FieldValueRequired).message("spec.mcpServers[].mcpServerRef of a ClusterGuardrail must set namespace: McpServers are namespaced, and a ClusterGuardrail has none of its own"))]
+#[x_kube(validation = Rule::new("!has(self.promotion) || self.promotion.after.all(a, !has(a.__namespace__))").field_path(".promotion.after").reason(Reason::FieldValueForbidden).message("spec.promotion.after of a ClusterGuardrail names other ClusterGuardrails, which are cluster-scoped: leave namespace out"))]
+#[x_kube(validation = Rule::new("!has(self.mcpServers) || self.mcpServers.all(s, !has(s.mcpServerRef) || has(s.mcpServerRef.__namespace__))").field_path(".mcpServers").reason(Reason::FieldValueRequired).message("spec.mcpServers[].mcpServerRef of a ClusterGuardrail must set namespace: McpServers are namespaced, and a ClusterGuardrail has none of its own"))]
+// `namespace` is a CEL keyword: a field of that name is `__namespace__` in a rule, which
+// Kubernetes before 1.32 requires (1.32 accepts the plain name too).
 // Its McpServers say their namespaces: namesakes of two namespaces are two servers.
 #[x_kube(validation = Rule::new("!has(self.mcpServers) || self.mcpServers.all(s, !has(s.mcpServerRef) || self.mcpServers.exists_one(t, has(t.mcpServerRef) && t.mcpServerRef == s.mcpServerRef))").field_path(".mcpServers").reason(Reason::FieldValueInvalid).message("spec.mcpServers names one McpServer (by namespace and name) twice"))]
 pub struct ClusterGuardrailSpec {

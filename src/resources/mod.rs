@@ -203,6 +203,45 @@ mod tests {
         }
     }
 
+    /// A field named like a CEL keyword (`namespace`, `if`, `var`, …) is written
+    /// `__namespace__` in a CRD rule: Kubernetes before 1.32 refuses the plain name
+    /// ("undefined field 'namespace'") and with it the whole CRD, and the chart installs on
+    /// 1.30.
+    #[test]
+    fn crd_rules_escape_fields_named_like_cel_keywords() {
+        let keyword = regex::Regex::new(
+            r"[\w\)\]]\.(as|break|const|continue|else|for|function|if|import|let|loop|package|namespace|return|var|void|while|in)\b",
+        )
+        .unwrap();
+        fn rules(value: &serde_json::Value, into: &mut Vec<String>) {
+            match value {
+                serde_json::Value::Object(map) => {
+                    for (key, value) in map {
+                        match (key.as_str(), value.as_str()) {
+                            ("rule" | "messageExpression", Some(text)) => {
+                                into.push(text.to_string())
+                            }
+                            _ => rules(value, into),
+                        }
+                    }
+                }
+                serde_json::Value::Array(items) => items.iter().for_each(|v| rules(v, into)),
+                _ => {}
+            }
+        }
+        let mut checked = 0;
+        for (file, crd) in crds() {
+            let mut found = Vec::new();
+            rules(&serde_json::to_value(&crd).unwrap(), &mut found);
+            checked += found.len();
+            for rule in found {
+                let selected = keyword.find(&rule).map(|m| m.as_str().to_string());
+                assert_eq!(selected, None, "{file}: {rule}");
+            }
+        }
+        assert!(checked > 100, "{checked} rules");
+    }
+
     #[test]
     fn every_crd_is_in_the_aigw_category_with_a_status_subresource() {
         for (file, crd) in crds() {
