@@ -783,8 +783,9 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         let listing = match K::list(&client, workspace.clone()).await {
             Ok(listing) => listing,
             Err(e) => {
-                // The API's answer may quote the credentials it was sent.
-                let error = ctx.scrub("", &e.to_string());
+                // The API's answer may quote the credentials it was sent, or what it stores of
+                // any object of the list: the values the reconciles of this kind handled.
+                let error = ctx.scrub_kind(K::KIND, &e.to_string());
                 warn!(kind = K::KIND, %connection, workspace = workspace.as_deref().unwrap_or(""), %error, "drift list failed; the objects wait for the next pass or their full read");
                 continue;
             }

@@ -7,7 +7,9 @@
 //! in an API's error: the credentials a Deployment or an API key was delivered, once the
 //! process that delivered them is gone (an update or a delete after a restart reads no Secret),
 //! or the upstream credential of the integration a Provider or an McpServer binds, which the
-//! API keeps and may quote in a refusal about the binding. [`Managed::echoable`] names those
+//! API keeps and may quote in a refusal about the binding; likewise what a Config's document
+//! names (a guardrail's Secret values, a provider's integration key) and the secret references
+//! an Integration maps. [`Managed::echoable`] names those
 //! Secrets; they are read only when a reconcile fails, once per reconcile.
 
 use k8s_openapi::api::core::v1::Secret;
@@ -24,6 +26,9 @@ pub enum Echoable {
     /// key). The delivered-Secrets cache keeps no value, so it is read from the apiserver,
     /// counted in `aigw_secret_cache_fallbacks_total{reason="echo"}`: on a failure only.
     Delivered(String),
+    /// A Secret of the object's namespace a resource reads (a Guardrail's `secretRefs` a
+    /// Config names), from the values cache.
+    Namespaced(String),
     /// A Secret of the namespace the operator reads Connection Secrets from, labelled
     /// cluster-readable (an Integration's key, an McpIntegration's configurations), from the
     /// values cache: its name, and its namespace as the spec names it (another is not read).
@@ -43,6 +48,13 @@ pub(super) async fn values<K: Managed>(cx: &Cx<'_, K>, echoable: &Echoable) -> V
                 .get_opt(name)
                 .await
                 .map(|found| found.map(std::sync::Arc::new))
+        }
+        Echoable::Namespaced(name) => {
+            let namespace = cx.namespace();
+            let secrets = &cx.ctx.secrets;
+            secrets
+                .values(cx.ctx, &namespace, name, Reader::Namespaced)
+                .await
         }
         Echoable::ClusterReadable { name, namespace } => {
             let own = cx.ctx.connections.secret_namespace();

@@ -35,6 +35,22 @@ pub fn names<K: Managed>(resource: &K, by_name: Option<&str>, by_key: Option<&st
         || by_key.is_some_and(recorded)
 }
 
+/// The resource of kind `K` a spec binds by its name (`by_name`) or by a key its status recorded
+/// of its remote object (`by_key`, a UUID or slug), if the watch cache holds one.
+pub fn bound<K: Managed>(
+    ctx: &Context,
+    by_name: Option<&str>,
+    by_key: Option<&str>,
+) -> Option<Arc<K>> {
+    match by_name {
+        Some(name) => named::<K>(ctx, name),
+        None => {
+            let all = ctx.stores.of::<K>().all();
+            all.into_iter().find(|r| names(&**r, None, by_key))
+        }
+    }
+}
+
 /// Every key (id, slug) the resource of kind `K` named `name` recorded of its remote object
 /// (none before it recorded one); `None` when the watch cache has no such resource.
 pub fn recorded_keys<K: Managed>(ctx: &Context, name: &str) -> Option<Vec<String>> {

@@ -12,7 +12,9 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read, Recovered};
 use crate::controller::driver::create::{Created, one_unmarked, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
+use crate::controller::driver::echoes::Echoable;
 use crate::controller::driver::gate::CACHES_LISTED_WITHIN;
+use crate::controller::driver::referenced::named as named_resource;
 use crate::controller::driver::verbs::{
     Changes, Comparison, Inputs, Made, Verbs, still_referenced,
 };
@@ -22,7 +24,9 @@ use crate::controller::kinds::config_refs::{self, Desired};
 use crate::controller::kinds::keyed;
 use crate::controller::now_rfc3339;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
-use crate::resources::config::{AppliedHistory, Config, ConfigStatus};
+use crate::resources::config::{AppliedHistory, Config, ConfigStatus, ReferencedKind};
+use crate::resources::guardrail::{ClusterGuardrail, Guardrail};
+use crate::resources::provider::Provider;
 
 /// What uses `config` (from the watch caches, once every watched namespace listed), sorted:
 /// `ApiKey NAME` for each key of its namespace whose `defaults.config` names it or that a
@@ -121,6 +125,47 @@ impl Verbs for Config {
     type Desired = Resolved;
     type Calls = Own;
     const RECORDS_DRIFT: bool = true;
+
+    /// What the resources its document names hold (`spec.resourceRefs`): a guardrail's Secret
+    /// values, the key of a provider's integration. The API keeps them, and a refusal of the
+    /// document may quote them.
+    fn echoable(&self, ctx: &Context) -> Vec<Echoable> {
+        let namespace = self.namespace().unwrap_or_default();
+        let mut echoable = Vec::new();
+        for named in &self.spec.resource_refs {
+            match named.kind {
+                ReferencedKind::Guardrail => {
+                    let all = ctx.stores.of::<Guardrail>().all();
+                    let found = all.iter().find(|g| {
+                        g.namespace().as_deref() == Some(namespace.as_str())
+                            && g.name_any() == named.name
+                    });
+                    let refs = found.iter().flat_map(|g| &g.spec.definition.secret_refs);
+                    echoable
+                        .extend(refs.map(|r| Echoable::Namespaced(r.secret_key_ref.name.clone())));
+                }
+                ReferencedKind::ClusterGuardrail => {
+                    let found = named_resource::<ClusterGuardrail>(ctx, &named.name);
+                    let refs = found
+                        .iter()
+                        .flat_map(|g| g.spec.definition.secret_refs.clone());
+                    echoable.extend(refs.map(|r| Echoable::ClusterReadable {
+                        name: r.secret_key_ref.name,
+                        namespace: None,
+                    }));
+                }
+                ReferencedKind::Provider => {
+                    let all = ctx.stores.of::<Provider>().all();
+                    let found = all.iter().find(|p| {
+                        p.namespace().as_deref() == Some(namespace.as_str())
+                            && p.name_any() == named.name
+                    });
+                    echoable.extend(found.iter().flat_map(|p| Verbs::echoable(&***p, ctx)));
+                }
+            }
+        }
+        echoable
+    }
 
     /// The resources the document names, by their slugs, then (from the resolved document)
     /// the Secret values and guardrail references, settled before anything is read or written.

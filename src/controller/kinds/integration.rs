@@ -19,8 +19,9 @@ mod access;
 use crate::api::{self, Integration as RemoteIntegration};
 use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
+use crate::controller::driver::echoes::Echoable;
 use crate::controller::driver::gate::tenant_id;
-use crate::controller::driver::referenced::{Ref, ready_named, users};
+use crate::controller::driver::referenced::{Ref, bound, ready_named, users};
 use crate::controller::driver::verbs::{
     Changes, Comparison, Differing, Inputs, Verbs, still_referenced,
 };
@@ -86,6 +87,23 @@ impl Verbs for Integration {
     type Calls = Through<api::Integrations<'static>>;
     const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
+    /// The `auth_config` Secrets of the secret references it maps (`spec.secretMappings`): the
+    /// API keeps them, and a refusal of the mapping may quote them.
+    fn echoable(&self, ctx: &Context) -> Vec<Echoable> {
+        let mapped = self.spec.secret_mappings.iter().flatten().filter_map(|m| {
+            let name = m.secret_reference_ref.as_ref().map(|r| r.name.as_str());
+            bound::<SecretReference>(ctx, name, m.secret_reference.as_deref())
+        });
+        mapped
+            .map(|reference| {
+                let named = &reference.spec.auth_config_secret_ref;
+                Echoable::ClusterReadable {
+                    name: named.name.clone(),
+                    namespace: named.namespace.clone(),
+                }
+            })
+            .collect()
+    }
     async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut IntegrationStatus) -> Inputs<Self> {
         check_key_namespace(self, cx.ctx)?;
         let desired = Desired::read(self, &self.spec, cx.ctx).await?;

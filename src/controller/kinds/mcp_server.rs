@@ -25,7 +25,7 @@ use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read,
 use crate::controller::driver::create::in_workspace;
 use crate::controller::driver::echoes::Echoable;
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced::{Ref, named, ready_named, recorded_keys};
+use crate::controller::driver::referenced::{Ref, bound, ready_named, recorded_keys};
 use crate::controller::driver::verbs::{
     Changes, Comparison, Differing, Inputs, Made, Release, Verbs,
 };
@@ -59,11 +59,13 @@ impl Verbs for McpServer {
     type Desired = Instantiates;
     type Calls = Own;
 
-    /// The configurations Secret of the McpIntegration resource it instantiates: the API keeps
-    /// the integration's headers and tokens and may quote them in a refusal about the server.
+    /// The configurations Secret of the McpIntegration resource it instantiates (by name, or
+    /// by the id or slug that resource recorded): the API keeps the integration's headers and
+    /// tokens and may quote them in a refusal about the server.
     fn echoable(&self, ctx: &Context) -> Vec<Echoable> {
         let name = self.spec.integration_ref.as_ref().map(|r| r.name.as_str());
-        let bound = name.and_then(|name| named::<McpIntegration>(ctx, name));
+        let key = self.spec.integration_id.as_deref();
+        let bound = bound::<McpIntegration>(ctx, name, key);
         let configurations = bound.and_then(|i| i.spec.configurations_secret_ref.clone());
         configurations
             .map(|r| Echoable::ClusterReadable {

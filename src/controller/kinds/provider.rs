@@ -30,7 +30,7 @@ use crate::controller::driver::calls::{
 use crate::controller::driver::create::in_workspace;
 use crate::controller::driver::echoes::Echoable;
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced::{named as named_resource, names, qualified, users};
+use crate::controller::driver::referenced::{bound, names, qualified, users};
 use crate::controller::driver::verbs::{
     Changes, Comparison, Inputs, Made, Release, Verbs, still_referenced,
 };
@@ -66,11 +66,12 @@ impl Verbs for Provider {
     type Desired = Binding;
     type Calls = Own;
 
-    /// The Secrets of the Integration resource it binds: the API keeps the integration's key
-    /// and may quote it in a refusal about the provider.
+    /// The Secrets of the Integration resource it binds (by name, or by the id or slug that
+    /// resource recorded): the API keeps the integration's key and may quote it in a refusal
+    /// about the provider.
     fn echoable(&self, ctx: &Context) -> Vec<Echoable> {
-        let named = self.spec.integration.as_deref();
-        let bound = named.and_then(|name| named_resource::<Integration>(ctx, name));
+        let (name, key) = (&self.spec.integration, &self.spec.integration_id);
+        let bound = bound::<Integration>(ctx, name.as_deref(), key.as_deref());
         bound.map_or_else(Vec::new, |integration| {
             let spec = &integration.spec;
             let key = spec

@@ -479,9 +479,14 @@ impl Operator {
     /// Nothing the operator tried was refused, and the API token never reached its log.
     fn assert_clean_log(&self) {
         let log = self.log_text();
+        let refused: Vec<&str> = log
+            .lines()
+            .filter(|line| line.to_lowercase().contains("forbidden"))
+            .collect();
         assert!(
-            !log.to_lowercase().contains("forbidden"),
-            "the chart's RBAC refused the operator something"
+            refused.is_empty(),
+            "the chart's RBAC refused the operator something:\n{}",
+            refused.join("\n")
         );
         assert!(!log.contains(TOKEN), "the API token appears in the log");
     }

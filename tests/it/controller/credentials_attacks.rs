@@ -772,3 +772,69 @@ async fn refusals_quoting_delivered_and_bound_credentials_reach_no_output() {
     h.stop().await;
     assert!(leaked.is_empty(), "values leaked:\n{}", leaked.join("\n"));
 }
+
+/// A provider bound by `spec.integrationId` to an Integration resource's remote id, and a
+/// Config naming a Guardrail whose check takes a Secret value (`resourceRefs`): their creates
+/// are refused with errors quoting the integration's key and the guardrail's value, which
+/// neither reconcile read. The values reach no status, event, log line or metric.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_quoting_what_a_provider_or_a_config_binds_reach_no_output() {
+    use aigw::resources::{Config, Guardrail};
+    let mut h =
+        Harness::start_with_secret_namespace("cred-bound-echo", Duration::from_secs(1)).await;
+    put_key(&h, KEY).await;
+    ready_integration(&h, integration_spec(&h)).await;
+    let integration = Api::<Integration>::all(h.env.client.clone())
+        .get(&h.cluster_name("openai"))
+        .await
+        .unwrap();
+    let id = integration
+        .status
+        .and_then(|s| s.id)
+        .expect("the integration's id");
+    let airs = "airs-key-Hx4Nq8Tz2Wb6";
+    h.put_secret("airs", json!({"api-key": airs}), false).await;
+    let guardrail = json!({"name": "pii", "workspaceId": WS_A,
+        "checks": [{"id": "panw-prisma-airs.intercept", "parameters": {"profile_name": "strict"}}],
+        "secretRefs": [{"path": "/checks/0/parameters/api_key",
+                        "secretKeyRef": {"name": "airs", "key": "api-key"}}]});
+    support::objects::create::<Guardrail>(&h.env, "pii", guardrail).await;
+    h.wait_for::<Guardrail>("pii", WAIT, |g| g.ready()).await;
+
+    let direct = h.emulator.management_url();
+    let echoing = support::proxy::bound_echo_proxy(direct.clone()).await;
+    h.restart_operator_via(&echoing).await;
+    let mut by_id = provider_spec(&h);
+    by_id["integrationId"] = json!(id);
+    by_id.as_object_mut().unwrap().remove("integration");
+    support::objects::create::<Provider>(&h.env, "by-id", by_id).await;
+    let config = json!({"name": "guarded", "config": {"provider": "@openai-prod"},
+        "resourceRefs": [{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]});
+    support::objects::create::<Config>(&h.env, "guarded", config).await;
+    let refused = |c: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]| {
+        c.iter()
+            .any(|c| c.message.contains("refused") || c.message.contains("withheld"))
+    };
+    h.wait_for::<Provider>("by-id", WAIT, |p| refused(p.conditions()))
+        .await;
+    h.wait_for::<Config>("guarded", WAIT, |c| refused(c.conditions()))
+        .await;
+    let mut leaked = Vec::new();
+    let provider = h.env.api::<Provider>().get("by-id").await.unwrap();
+    let config = h.env.api::<Config>().get("guarded").await.unwrap();
+    let places = [
+        ("Provider", serde_json::to_string(&provider).unwrap()),
+        ("Config", serde_json::to_string(&config).unwrap()),
+        ("the events", h.env.events_text().await),
+        ("the metrics", h.ctx.metrics.encode()),
+        ("the operator log", support::harness::captured_logs()),
+    ];
+    for (place, text) in places {
+        for value in [KEY, airs].iter().filter(|v| text.contains(**v)) {
+            leaked.push(format!("--- {value} in {place} ---\n{text}"));
+        }
+    }
+    h.restart_operator_via(&direct).await;
+    h.stop().await;
+    assert!(leaked.is_empty(), "values leaked:\n{}", leaked.join("\n"));
+}

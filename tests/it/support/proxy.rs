@@ -265,3 +265,33 @@ fn stored_record(state: &Value, family: &str, key: &str) -> Value {
         .cloned()
         .unwrap_or(Value::Null)
 }
+
+/// A proxy in front of the emulator refusing every provider POST with a 400 quoting what the
+/// API stores of the integration the request binds (its key in clear), and every config POST
+/// quoting what it stores of the guardrails (their checks' parameters in clear): values of
+/// another resource than the one refused.
+pub async fn bound_echo_proxy(upstream: String) -> String {
+    proxy(upstream, move |received: Received| async move {
+        let route = received.parts.uri.path();
+        if received.parts.method != reqwest::Method::POST {
+            return received.pass().await;
+        }
+        let state = emulator_state(&received).await;
+        let quoted = match route {
+            "/ai_gw/v2/providers" => {
+                let sent: Value = serde_json::from_slice(&received.body).unwrap_or(Value::Null);
+                let bound = sent["integration_id"].as_str().unwrap_or("-");
+                stored_record(&state, "integrations", bound)
+            }
+            // Bare, as no pattern would tell them from other words.
+            "/ai_gw/v2/configs" => {
+                let mut found = Vec::new();
+                leaves(&state["guardrails"], &mut found);
+                Value::String(found.join(" "))
+            }
+            _ => return received.pass().await,
+        };
+        refusal(400, format!("refused: it conflicts with {quoted}"))
+    })
+    .await
+}
