@@ -110,6 +110,15 @@ impl Rules {
                 return Outcome::Error(format!("{name}() cannot be declared: {e}"));
             }
         }
+        // A field named like a CEL keyword is `__namespace__` in a rule, as Kubernetes reads it.
+        let escaped;
+        let value = match rule.contains("__") {
+            true => {
+                escaped = keywords_escaped(value);
+                &escaped
+            }
+            false => value,
+        };
         if let Err(e) = context.add_variable("self", value) {
             return Outcome::Error(format!("value cannot be bound to self: {e}"));
         }
@@ -119,6 +128,46 @@ impl Rules {
             Ok(other) => Outcome::Error(format!("rule returned {other:?}, not a bool")),
             Err(e) => Outcome::Error(format!("rule failed to evaluate: {e}")),
         }
+    }
+}
+
+/// CEL's keywords, which Kubernetes lets a rule select as a field only written `__name__`.
+const CEL_KEYWORDS: [&str; 17] = [
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// `value` with every object key that is a CEL keyword written `__key__`, at any depth.
+fn keywords_escaped(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| {
+                    let key = match CEL_KEYWORDS.contains(&key.as_str()) {
+                        true => format!("__{key}__"),
+                        false => key.clone(),
+                    };
+                    (key, keywords_escaped(item))
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(keywords_escaped).collect()),
+        other => other.clone(),
     }
 }
 
@@ -154,6 +203,15 @@ mod tests {
         let mut rules = Rules::default();
         rules.compile(rule);
         rules
+    }
+
+    #[test]
+    fn a_field_named_like_a_keyword_is_selected_escaped() {
+        let rule = "self.all(a, !has(a.__namespace__))";
+        let rules = compiled(rule);
+        assert_eq!(rules.evaluate(rule, &json!([{"name": "x"}])), Outcome::Pass);
+        let named = json!([{"name": "x", "namespace": "team-a"}]);
+        assert_eq!(rules.evaluate(rule, &named), Outcome::Fail);
     }
 
     #[test]
