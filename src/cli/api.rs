@@ -464,12 +464,16 @@ async fn deployments(client: &Client, cmd: DeploymentsCommand) -> anyhow::Result
 async fn configs(client: &Client, cmd: ConfigsCommand) -> anyhow::Result<()> {
     let api = client.configs();
     match cmd {
-        ConfigsCommand::List { workspace_id } => print(&api.list(workspace_id.as_deref()).await?),
-        ConfigsCommand::Get { slug } => print(&api.get(&slug).await?),
-        ConfigsCommand::Create(body) => print(&api.create(&body.read()?).await?),
-        ConfigsCommand::Update { slug, body } => print(&api.update(&slug, &body.read()?).await?),
+        ConfigsCommand::List { workspace_id } => {
+            print_config(&api.list(workspace_id.as_deref()).await?)
+        }
+        ConfigsCommand::Get { slug } => print_config(&api.get(&slug).await?),
+        ConfigsCommand::Create(body) => print_config(&api.create(&body.read()?).await?),
+        ConfigsCommand::Update { slug, body } => {
+            print_config(&api.update(&slug, &body.read()?).await?)
+        }
         ConfigsCommand::Delete { slug } => done(api.delete(&slug)).await,
-        ConfigsCommand::Versions { slug, diff: None } => print(&api.versions(&slug).await?),
+        ConfigsCommand::Versions { slug, diff: None } => print_config(&api.versions(&slug).await?),
         ConfigsCommand::Versions {
             slug,
             diff: Some(pair),
@@ -760,6 +764,20 @@ pub(super) fn print<T: Serialize>(value: &T) -> anyhow::Result<()> {
             &read,
         ))?),
     }
+}
+
+/// Prints an answer holding config documents with the value of every credential key
+/// (`api_key`, `aws_secret_access_key`, …) and header map in them as [`MASK`]: a document's
+/// credentials may come from Secrets (`spec.secretRefs`), which this command cannot tell, and an
+/// API that does not mask them on read (or echoes a write) would put them on stdout. `versions
+/// --diff` masks them as `aigw history --diff` does.
+///
+/// [`MASK`]: aigw::api::secret_fields::MASK
+fn print_config<T: Serialize>(answer: &T) -> anyhow::Result<()> {
+    use aigw::api::secret_fields::{MASK, masked_with};
+    print(&masked_with(&serde_json::to_value(answer)?, MASK, &|_| {
+        false
+    }))
 }
 
 /// Prints the answer to a create that sent Secret material (`key`, `auth_config`,

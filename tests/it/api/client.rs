@@ -972,6 +972,14 @@ async fn config_versions_diff_through_the_cli_shows_the_change_masked() {
     // The versions as the CLI lists them: each with its document and `version_id`.
     let listed = aigw_api(&env, &["configs", "versions", &slug]).await;
     assert!(listed.status.success(), "{listed:?}");
+    // A document's credentials print masked: they may come from Secrets, which no read tells.
+    let read = aigw_api(&env, &["configs", "get", &slug]).await;
+    for output in [&listed, &read] {
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(text.contains("<masked>"), "{text}");
+        assert!(!text.contains("sk-first-version"), "{text}");
+        assert!(!text.contains("sk-second-version"), "{text}");
+    }
     let versions: Value = serde_json::from_slice(&listed.stdout).unwrap();
     let version_with = |attempts: u64| {
         versions
