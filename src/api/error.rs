@@ -144,6 +144,35 @@ impl ApiError {
         }
     }
 
+    /// This error as its Display says it, but an HTTP answer's own text left out (its status
+    /// and error code kept): for a failure about many objects at once (a list), whose text may
+    /// quote what the API stores of any of them, values no single reconcile knows to conceal.
+    pub fn without_answer_text(&self) -> String {
+        match self {
+            ApiError::Http(h) => {
+                let code = h.body.as_ref().and_then(|b| b.code.as_deref());
+                let code = code.map(|c| format!(" ({c})")).unwrap_or_default();
+                format!(
+                    "{} {} returned HTTP {}{code} (its message left out)",
+                    h.method, h.endpoint, h.status
+                )
+            }
+            ApiError::RetriesExhausted { attempts, last } => {
+                format!(
+                    "gave up after {attempts} attempts: {}",
+                    last.without_answer_text()
+                )
+            }
+            ApiError::Decode {
+                method,
+                endpoint,
+                status,
+                ..
+            } => format!("failed to decode the answer to {method} {endpoint} (HTTP {status})"),
+            other => other.to_string(),
+        }
+    }
+
     /// The final cause, looking through [`ApiError::RetriesExhausted`].
     pub fn root(&self) -> &ApiError {
         match self {
@@ -303,6 +332,24 @@ mod tests {
         );
         let shown = crate::api::concealment::conceal(&error, &[secret.to_string()]);
         assert!(!shown.contains(cut), "{shown}");
+    }
+
+    #[test]
+    fn an_answer_left_out_keeps_its_status_and_code() {
+        let raw =
+            r#"{"errorCode":"AB01","message":"listing refused for key sk-live-Zq8Wm3Lx7Pv2"}"#;
+        let error = ApiError::RetriesExhausted {
+            attempts: 5,
+            last: Box::new(http(400, raw, false)),
+        };
+        let shown = error.without_answer_text();
+        assert!(!shown.contains("sk-live"), "{shown}");
+        assert_eq!(
+            shown,
+            "gave up after 5 attempts: GET /ai_gw/v2/configs/{slug} returned HTTP 400 (AB01) (its message left out)"
+        );
+        let plain = http(500, "<html>sk-live-Zq8Wm3Lx7Pv2</html>", false).without_answer_text();
+        assert!(!plain.contains("sk-live"), "{plain}");
     }
 
     fn http(status: u16, raw: &str, opa: bool) -> ApiError {

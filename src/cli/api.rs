@@ -356,7 +356,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         ApiCommand::Guardrails(GuardrailsCommand::List {
             page_size,
             current_page,
-        }) => print(&client.guardrails().list(page_size, current_page).await?),
+        }) => print_config(&client.guardrails().list(page_size, current_page).await?),
         ApiCommand::Guardrails(GuardrailsCommand::Get {
             guardrail,
             organisation,
@@ -365,7 +365,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
                 true => aigw::api::GuardrailPlane::Organisation,
                 false => aigw::api::GuardrailPlane::Workspace,
             };
-            print(&client.guardrails_on(plane).get(&guardrail).await?)
+            print_config(&client.guardrails_on(plane).get(&guardrail).await?)
         }
         ApiCommand::RateLimits(cmd) => policies(client.rate_limits(), cmd).await,
         ApiCommand::UsageLimits(cmd) => usage_limits(&client, cmd).await,
@@ -766,11 +766,12 @@ pub(super) fn print<T: Serialize>(value: &T) -> anyhow::Result<()> {
     }
 }
 
-/// Prints an answer holding config documents with the value of every credential key
-/// (`api_key`, `aws_secret_access_key`, …) and header map in them as [`MASK`]: a document's
-/// credentials may come from Secrets (`spec.secretRefs`), which this command cannot tell, and an
-/// API that does not mask them on read (or echoes a write) would put them on stdout. `versions
-/// --diff` masks them as `aigw history --diff` does.
+/// Prints an answer holding config documents or guardrail checks with the value of every
+/// credential key (`api_key`, `aws_secret_access_key`, …), secret-sounding key (`token`,
+/// `password`, `Authorization`, …) and header map in them as [`MASK`]: their credentials may come
+/// from Secrets (`spec.secretRefs`), which this command cannot tell, and an API that does not
+/// mask them on read (or echoes a write) would put them on stdout. `configs versions --diff`
+/// masks them as `aigw history --diff` does.
 ///
 /// [`MASK`]: aigw::api::secret_fields::MASK
 fn print_config<T: Serialize>(answer: &T) -> anyhow::Result<()> {

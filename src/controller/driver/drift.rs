@@ -784,8 +784,10 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
             Ok(listing) => listing,
             Err(e) => {
                 // The API's answer may quote the credentials it was sent, or what it stores of
-                // any object of the list: the values the reconciles of this kind handled.
-                let error = ctx.scrub_kind(K::KIND, &e.to_string());
+                // any object of the list, which this process may not know (after a restart it
+                // has read none): its text is left out, its status and code kept. The objects'
+                // own reads report what the API says of each, concealed.
+                let error = ctx.scrub_kind(K::KIND, &e.without_answer_text());
                 warn!(kind = K::KIND, %connection, workspace = workspace.as_deref().unwrap_or(""), %error, "drift list failed; the objects wait for the next pass or their full read");
                 continue;
             }
@@ -914,6 +916,8 @@ async fn client_for_group<K: Listed>(
             Ok(listing) => client = Some(listing),
             Err(e) => {
                 let shown = namespace.as_deref().unwrap_or("(cluster-scoped)");
+                // A Connection's token exchange may quote its Secrets.
+                let e = ctx.scrub("", &e.to_string());
                 warn!(kind = K::KIND, %connection, namespace = %shown, error = %e, "drift pass cannot use this Connection for this namespace; its objects are reconciled to report it");
                 refused.insert(namespace);
             }

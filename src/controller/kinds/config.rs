@@ -14,7 +14,7 @@ use crate::controller::driver::create::{Created, one_unmarked, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::echoes::Echoable;
 use crate::controller::driver::gate::CACHES_LISTED_WITHIN;
-use crate::controller::driver::referenced::named as named_resource;
+use crate::controller::driver::referenced::{named as named_resource, names};
 use crate::controller::driver::verbs::{
     Changes, Comparison, Inputs, Made, Verbs, still_referenced,
 };
@@ -25,6 +25,7 @@ use crate::controller::kinds::keyed;
 use crate::controller::now_rfc3339;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigStatus, ReferencedKind};
+use crate::resources::config_document::guardrail_references;
 use crate::resources::guardrail::{ClusterGuardrail, Guardrail};
 use crate::resources::provider::Provider;
 
@@ -126,12 +127,30 @@ impl Verbs for Config {
     type Calls = Own;
     const RECORDS_DRIFT: bool = true;
 
-    /// What the resources its document names hold (`spec.resourceRefs`): a guardrail's Secret
-    /// values, the key of a provider's integration. The API keeps them, and a refusal of the
-    /// document may quote them.
+    /// What the resources its document names hold (`spec.resourceRefs`, or a guardrail's slug
+    /// or id written in the document): a guardrail's Secret values, the key of a provider's
+    /// integration. The API keeps them, and a refusal of the document may quote them.
     fn echoable(&self, ctx: &Context) -> Vec<Echoable> {
         let namespace = self.namespace().unwrap_or_default();
         let mut echoable = Vec::new();
+        // Guardrails the document names by the slug or id their resources recorded.
+        let written = guardrail_references(&self.spec.config.to_value());
+        for reference in &written {
+            let key = Some(reference.name.as_str());
+            let guardrails = ctx.stores.of::<Guardrail>().all();
+            let ours = guardrails.iter().filter(|g| {
+                g.namespace().as_deref() == Some(namespace.as_str()) && names(&***g, None, key)
+            });
+            let refs = ours.flat_map(|g| g.spec.definition.secret_refs.clone());
+            echoable.extend(refs.map(|r| Echoable::Namespaced(r.secret_key_ref.name)));
+            let organisation = ctx.stores.of::<ClusterGuardrail>().all();
+            let theirs = organisation.iter().filter(|g| names(&***g, None, key));
+            let refs = theirs.flat_map(|g| g.spec.definition.secret_refs.clone());
+            echoable.extend(refs.map(|r| Echoable::ClusterReadable {
+                name: r.secret_key_ref.name,
+                namespace: None,
+            }));
+        }
         for named in &self.spec.resource_refs {
             match named.kind {
                 ReferencedKind::Guardrail => {

@@ -913,7 +913,10 @@ async fn guardrails_get_through_the_cli_reads_either_plane_and_keeps_unknown_fie
         (
             "/ai_gw/v2/guardrails",
             json!({"name": "ws-check", "workspace_id": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
-                   "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}}],
+                   "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}},
+                              {"id": "default.webhook",
+                               "parameters": {"webhookURL": "https://hooks.example/check",
+                                              "token": "hook-tok-Pq7Rs2Tv9Wx4"}}],
                    "actions": {"deny": true}}),
         ),
         (
@@ -936,6 +939,16 @@ async fn guardrails_get_through_the_cli_reads_either_plane_and_keeps_unknown_fie
     let read: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(read["name"], "ws-check");
     assert_eq!(read["checks"][0]["parameters"]["rule"], "x", "{read}");
+    // A check's secret-sounding parameter prints masked: it may come from a Secret.
+    assert_eq!(
+        read["checks"][1]["parameters"]["token"], "<masked>",
+        "{read}"
+    );
+    let listed = aigw_api(&env, &["guardrails", "list"]).await;
+    assert!(
+        !String::from_utf8_lossy(&listed.stdout).contains("hook-tok"),
+        "{listed:?}"
+    );
     let output = aigw_api(&env, &["guardrails", "get", "--organisation", &slugs[1]]).await;
     assert!(output.status.success(), "{output:?}");
     let read: Value = serde_json::from_slice(&output.stdout).unwrap();

@@ -799,7 +799,11 @@ async fn refusals_quoting_what_a_provider_or_a_config_binds_reach_no_output() {
         "secretRefs": [{"path": "/checks/0/parameters/api_key",
                         "secretKeyRef": {"name": "airs", "key": "api-key"}}]});
     support::objects::create::<Guardrail>(&h.env, "pii", guardrail).await;
-    h.wait_for::<Guardrail>("pii", WAIT, |g| g.ready()).await;
+    let ready = h.wait_for::<Guardrail>("pii", WAIT, |g| g.ready()).await;
+    let slug = ready
+        .status
+        .and_then(|s| s.slug)
+        .expect("the guardrail's slug");
 
     let direct = h.emulator.management_url();
     let echoing = support::proxy::bound_echo_proxy(direct.clone()).await;
@@ -811,6 +815,10 @@ async fn refusals_quoting_what_a_provider_or_a_config_binds_reach_no_output() {
     let config = json!({"name": "guarded", "config": {"provider": "@openai-prod"},
         "resourceRefs": [{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]});
     support::objects::create::<Config>(&h.env, "guarded", config).await;
+    // The same guardrail named by the slug its resource recorded, written in the document.
+    let by_slug = json!({"name": "by-slug",
+        "config": {"provider": "@openai-prod", "input_guardrails": [slug]}});
+    support::objects::create::<Config>(&h.env, "by-slug", by_slug).await;
     let refused = |c: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]| {
         c.iter()
             .any(|c| c.message.contains("refused") || c.message.contains("withheld"))
@@ -819,12 +827,16 @@ async fn refusals_quoting_what_a_provider_or_a_config_binds_reach_no_output() {
         .await;
     h.wait_for::<Config>("guarded", WAIT, |c| refused(c.conditions()))
         .await;
+    let by_slug = h
+        .wait_for::<Config>("by-slug", WAIT, |c| refused(c.conditions()))
+        .await;
     let mut leaked = Vec::new();
     let provider = h.env.api::<Provider>().get("by-id").await.unwrap();
     let config = h.env.api::<Config>().get("guarded").await.unwrap();
     let places = [
         ("Provider", serde_json::to_string(&provider).unwrap()),
         ("Config", serde_json::to_string(&config).unwrap()),
+        ("Config by slug", serde_json::to_string(&by_slug).unwrap()),
         ("the events", h.env.events_text().await),
         ("the metrics", h.ctx.metrics.encode()),
         ("the operator log", support::harness::captured_logs()),
