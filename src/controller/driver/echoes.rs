@@ -9,8 +9,8 @@
 //! or the upstream credential of the integration a Provider or an McpServer binds, which the
 //! API keeps and may quote in a refusal about the binding; likewise what a Config's document
 //! names (a guardrail's Secret values, a provider's integration key) and the secret references
-//! an Integration maps. [`Managed::echoable`] names those
-//! Secrets; they are read only when a reconcile fails, once per reconcile.
+//! an Integration maps. [`Managed::echoable`] names those Secrets; they are read only when a
+//! reconcile fails or publishes a Warning, once per reconcile.
 
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::Value;
@@ -24,7 +24,8 @@ use crate::controller::state::secret_cache::Reader;
 pub enum Echoable {
     /// A Secret aigw delivered into the object's namespace (a Deployment's credentials, an API
     /// key). The delivered-Secrets cache keeps no value, so it is read from the apiserver,
-    /// counted in `aigw_secret_cache_fallbacks_total{reason="echo"}`: on a failure only.
+    /// counted in `aigw_secret_cache_fallbacks_total{reason="echo"}`: on a failure (or a
+    /// Warning event) only.
     Delivered(String),
     /// A Secret of the object's namespace a resource reads (a Guardrail's `secretRefs` a
     /// Config names), from the values cache.
