@@ -174,15 +174,6 @@ impl Context {
         status::sanitize_message(&crate::api::concealment::conceal(message, &values))
     }
 
-    /// `message` about the objects of `kind` (a failed list) with every Secret value the
-    /// reconciles of that kind handled concealed, and the Connections' values, then trimmed to
-    /// one line.
-    pub fn scrub_kind(&self, kind: &str, message: &str) -> String {
-        let mut values = self.secret_values.of_kind(kind);
-        values.extend(self.connections.secret_values());
-        status::sanitize_message(&crate::api::concealment::conceal(message, &values))
-    }
-
     /// What this installation does with `object` ([`installation::verdict`]), from the object and
     /// the Connection watch cache: no apiserver read.
     pub async fn verdict<K: Managed>(&self, object: &K) -> installation::Verdict {

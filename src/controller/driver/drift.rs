@@ -787,7 +787,7 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
                 // any object of the list, which this process may not know (after a restart it
                 // has read none): its text is left out, its status and code kept. The objects'
                 // own reads report what the API says of each, concealed.
-                let error = ctx.scrub_kind(K::KIND, &e.without_answer_text());
+                let error = ctx.scrub("", &e.without_answer_text());
                 warn!(kind = K::KIND, %connection, workspace = workspace.as_deref().unwrap_or(""), %error, "drift list failed; the objects wait for the next pass or their full read");
                 continue;
             }

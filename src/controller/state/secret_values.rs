@@ -50,20 +50,6 @@ impl SecretValues {
             .unwrap_or_default()
     }
 
-    /// The values remembered for every object of `kind` (keys `Kind/…`).
-    pub fn of_kind(&self, kind: &str) -> Vec<String> {
-        let prefix = format!("{kind}/");
-        let by_object = self.by_object.lock().unwrap_or_else(|e| e.into_inner());
-        let mut values: Vec<String> = by_object
-            .iter()
-            .filter(|(key, _)| key.starts_with(&prefix))
-            .flat_map(|(_, values)| values.iter().cloned())
-            .collect();
-        values.sort();
-        values.dedup();
-        values
-    }
-
     /// Forgets the object `key` (it is gone).
     pub fn forget(&self, key: &str) {
         self.by_object
@@ -84,8 +70,6 @@ mod tests {
         values.remember("Config/ns/a", "s3cret-value");
         values.remember("Config/ns/b", "other");
         assert_eq!(values.of("Config/ns/a"), vec!["s3cret-value".to_string()]);
-        assert_eq!(values.of_kind("Config"), ["other", "s3cret-value"]);
-        assert!(values.of_kind("Conf").is_empty());
         for n in 0..PER_OBJECT {
             values.remember("Config/ns/a", &format!("v{n}"));
         }
