@@ -14,7 +14,7 @@ use crate::controller::driver::create::{Created, one_unmarked, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::echoes::Echoable;
 use crate::controller::driver::gate::CACHES_LISTED_WITHIN;
-use crate::controller::driver::referenced::{named as named_resource, names};
+use crate::controller::driver::referenced::names;
 use crate::controller::driver::verbs::{
     Changes, Comparison, Inputs, Made, Verbs, still_referenced,
 };
@@ -25,9 +25,26 @@ use crate::controller::kinds::keyed;
 use crate::controller::now_rfc3339;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigStatus, ReferencedKind};
-use crate::resources::config_document::guardrail_references;
+use crate::resources::config_document::{GuardrailRef, guardrail_references};
 use crate::resources::guardrail::{ClusterGuardrail, Guardrail};
 use crate::resources::provider::Provider;
+
+/// True when `config` names `resource` of `kind`: by `spec.resourceRefs`, or, a guardrail, by a
+/// slug or id its resource recorded that the document holds (`written`).
+fn names_resource<K: Managed>(
+    config: &Config,
+    written: &[GuardrailRef],
+    resource: &K,
+    kind: ReferencedKind,
+) -> bool {
+    let refs = &config.spec.resource_refs;
+    let by_ref = refs
+        .iter()
+        .any(|r| r.kind == kind && names(resource, Some(&r.name), None));
+    let by_key = kind != ReferencedKind::Provider
+        && written.iter().any(|w| names(resource, None, Some(&w.name)));
+    by_ref || by_key
+}
 
 /// What uses `config` (from the watch caches, once every watched namespace listed), sorted:
 /// `ApiKey NAME` for each key of its namespace whose `defaults.config` names it or that a
@@ -131,59 +148,30 @@ impl Verbs for Config {
     /// or id written in the document): a guardrail's Secret values, the key of a provider's
     /// integration. The API keeps them, and a refusal of the document may quote them.
     fn echoable(&self, ctx: &Context) -> Vec<Echoable> {
-        let namespace = self.namespace().unwrap_or_default();
-        let mut echoable = Vec::new();
-        // Guardrails the document names by the slug or id their resources recorded.
         let written = guardrail_references(&self.spec.config.to_value());
-        for reference in &written {
-            let key = Some(reference.name.as_str());
-            let guardrails = ctx.stores.of::<Guardrail>().all();
-            let ours = guardrails.iter().filter(|g| {
-                g.namespace().as_deref() == Some(namespace.as_str()) && names(&***g, None, key)
-            });
-            let refs = ours.flat_map(|g| g.spec.definition.secret_refs.clone());
-            echoable.extend(refs.map(|r| Echoable::Namespaced(r.secret_key_ref.name)));
-            let organisation = ctx.stores.of::<ClusterGuardrail>().all();
-            let theirs = organisation.iter().filter(|g| names(&***g, None, key));
-            let refs = theirs.flat_map(|g| g.spec.definition.secret_refs.clone());
-            echoable.extend(refs.map(|r| Echoable::ClusterReadable {
-                name: r.secret_key_ref.name,
+        let guardrails = ctx.stores.of::<Guardrail>().all();
+        let guardrails = guardrails
+            .iter()
+            .filter(|g| g.namespace() == self.namespace())
+            .filter(|g| names_resource(self, &written, &***g, ReferencedKind::Guardrail))
+            .flat_map(|g| &g.spec.definition.secret_refs)
+            .map(|r| Echoable::Namespaced(r.secret_key_ref.name.clone()));
+        let organisation = ctx.stores.of::<ClusterGuardrail>().all();
+        let organisation = organisation
+            .iter()
+            .filter(|g| names_resource(self, &written, &***g, ReferencedKind::ClusterGuardrail))
+            .flat_map(|g| &g.spec.definition.secret_refs)
+            .map(|r| Echoable::ClusterReadable {
+                name: r.secret_key_ref.name.clone(),
                 namespace: None,
-            }));
-        }
-        for named in &self.spec.resource_refs {
-            match named.kind {
-                ReferencedKind::Guardrail => {
-                    let all = ctx.stores.of::<Guardrail>().all();
-                    let found = all.iter().find(|g| {
-                        g.namespace().as_deref() == Some(namespace.as_str())
-                            && g.name_any() == named.name
-                    });
-                    let refs = found.iter().flat_map(|g| &g.spec.definition.secret_refs);
-                    echoable
-                        .extend(refs.map(|r| Echoable::Namespaced(r.secret_key_ref.name.clone())));
-                }
-                ReferencedKind::ClusterGuardrail => {
-                    let found = named_resource::<ClusterGuardrail>(ctx, &named.name);
-                    let refs = found
-                        .iter()
-                        .flat_map(|g| g.spec.definition.secret_refs.clone());
-                    echoable.extend(refs.map(|r| Echoable::ClusterReadable {
-                        name: r.secret_key_ref.name,
-                        namespace: None,
-                    }));
-                }
-                ReferencedKind::Provider => {
-                    let all = ctx.stores.of::<Provider>().all();
-                    let found = all.iter().find(|p| {
-                        p.namespace().as_deref() == Some(namespace.as_str())
-                            && p.name_any() == named.name
-                    });
-                    echoable.extend(found.iter().flat_map(|p| Verbs::echoable(&***p, ctx)));
-                }
-            }
-        }
-        echoable
+            });
+        let providers = ctx.stores.of::<Provider>().all();
+        let providers = providers
+            .iter()
+            .filter(|p| p.namespace() == self.namespace())
+            .filter(|p| names_resource(self, &written, &***p, ReferencedKind::Provider))
+            .flat_map(|p| Verbs::echoable(&**p, ctx));
+        guardrails.chain(organisation).chain(providers).collect()
     }
 
     /// The resources the document names, by their slugs, then (from the resolved document)
