@@ -83,7 +83,7 @@ fn texts(secret: &Secret) -> Vec<String> {
     for bytes in secret.data.iter().flat_map(|data| data.values()) {
         if let Ok(text) = std::str::from_utf8(&bytes.0) {
             if let Ok(json @ (Value::Object(_) | Value::Array(_))) = serde_json::from_str(text) {
-                inner(&json, &mut texts);
+                texts.extend(leaves(&json));
             }
             texts.push(text.to_string());
         }
@@ -91,15 +91,21 @@ fn texts(secret: &Secret) -> Vec<String> {
     texts
 }
 
-/// The strings and numbers of `value`, at any depth.
-fn inner(value: &Value, into: &mut Vec<String>) {
-    match value {
-        Value::String(s) => into.push(s.clone()),
-        Value::Number(n) => into.push(n.to_string()),
-        Value::Array(items) => items.iter().for_each(|v| inner(v, into)),
-        Value::Object(map) => map.values().for_each(|v| inner(v, into)),
-        _ => {}
+/// The strings and numbers of `value`, at any depth: each a value to conceal when `value` is a
+/// Secret's JSON document (a header inside `custom_headers`, a PIN in `jwt_validation`).
+pub fn leaves(value: &Value) -> Vec<String> {
+    fn walk(value: &Value, into: &mut Vec<String>) {
+        match value {
+            Value::String(s) => into.push(s.clone()),
+            Value::Number(n) => into.push(n.to_string()),
+            Value::Array(items) => items.iter().for_each(|v| walk(v, into)),
+            Value::Object(map) => map.values().for_each(|v| walk(v, into)),
+            _ => {}
+        }
     }
+    let mut found = Vec::new();
+    walk(value, &mut found);
+    found
 }
 
 #[cfg(test)]

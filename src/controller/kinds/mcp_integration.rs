@@ -251,7 +251,10 @@ async fn read_configurations(
         cx.conceal(&text);
         let value = match serde_json::from_str::<Value>(&text) {
             Ok(json @ (Value::Object(_) | Value::Array(_))) => {
-                conceal_strings(cx, &json);
+                // A header's value inside `custom_headers`, a PIN in `jwt_validation`.
+                for value in crate::controller::driver::echoes::leaves(&json) {
+                    cx.conceal(&value);
+                }
                 json
             }
             _ => Value::String(text),
@@ -259,18 +262,6 @@ async fn read_configurations(
         configurations.insert(key, value);
     }
     Ok(configurations)
-}
-
-/// Conceals every string and number of `value` (a header's value inside `custom_headers`, a
-/// PIN in `jwt_validation`, say).
-fn conceal_strings(cx: &Cx<'_, McpIntegration>, value: &Value) {
-    match value {
-        Value::String(s) => cx.conceal(s),
-        Value::Number(n) => cx.conceal(&n.to_string()),
-        Value::Array(items) => items.iter().for_each(|v| conceal_strings(cx, v)),
-        Value::Object(map) => map.values().for_each(|v| conceal_strings(cx, v)),
-        _ => {}
-    }
 }
 
 /// `spec.workspaces` resolved: a Workspace resource to the UUID it recorded (and its slug, which
