@@ -356,7 +356,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         ApiCommand::Guardrails(GuardrailsCommand::List {
             page_size,
             current_page,
-        }) => print_config(&client.guardrails().list(page_size, current_page).await?),
+        }) => print_masked(&client.guardrails().list(page_size, current_page).await?),
         ApiCommand::Guardrails(GuardrailsCommand::Get {
             guardrail,
             organisation,
@@ -365,7 +365,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
                 true => aigw::api::GuardrailPlane::Organisation,
                 false => aigw::api::GuardrailPlane::Workspace,
             };
-            print_config(&client.guardrails_on(plane).get(&guardrail).await?)
+            print_masked(&client.guardrails_on(plane).get(&guardrail).await?)
         }
         ApiCommand::RateLimits(cmd) => policies(client.rate_limits(), cmd).await,
         ApiCommand::UsageLimits(cmd) => usage_limits(&client, cmd).await,
@@ -465,15 +465,15 @@ async fn configs(client: &Client, cmd: ConfigsCommand) -> anyhow::Result<()> {
     let api = client.configs();
     match cmd {
         ConfigsCommand::List { workspace_id } => {
-            print_config(&api.list(workspace_id.as_deref()).await?)
+            print_masked(&api.list(workspace_id.as_deref()).await?)
         }
-        ConfigsCommand::Get { slug } => print_config(&api.get(&slug).await?),
-        ConfigsCommand::Create(body) => print_config(&api.create(&body.read()?).await?),
+        ConfigsCommand::Get { slug } => print_masked(&api.get(&slug).await?),
+        ConfigsCommand::Create(body) => print_masked(&api.create(&body.read()?).await?),
         ConfigsCommand::Update { slug, body } => {
-            print_config(&api.update(&slug, &body.read()?).await?)
+            print_masked(&api.update(&slug, &body.read()?).await?)
         }
         ConfigsCommand::Delete { slug } => done(api.delete(&slug)).await,
-        ConfigsCommand::Versions { slug, diff: None } => print_config(&api.versions(&slug).await?),
+        ConfigsCommand::Versions { slug, diff: None } => print_masked(&api.versions(&slug).await?),
         ConfigsCommand::Versions {
             slug,
             diff: Some(pair),
@@ -774,7 +774,7 @@ pub(super) fn print<T: Serialize>(value: &T) -> anyhow::Result<()> {
 /// masks them as `aigw history --diff` does.
 ///
 /// [`MASK`]: aigw::api::secret_fields::MASK
-fn print_config<T: Serialize>(answer: &T) -> anyhow::Result<()> {
+fn print_masked<T: Serialize>(answer: &T) -> anyhow::Result<()> {
     use aigw::api::secret_fields::{MASK, masked_with};
     print(&masked_with(&serde_json::to_value(answer)?, MASK, &|_| {
         false
