@@ -795,9 +795,24 @@ pub(crate) async fn publish_on(
         action: "Reconcile".into(),
         secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&event, reference).await {
-        warn!(kind, error = %e, "failed to publish event");
+    match ctx.recorder.publish(&event, reference).await {
+        Ok(()) => {}
+        // An object whose namespace is being deleted takes no new events: nothing is lost that
+        // the namespace would keep, and it is no refusal of the operator's rights.
+        Err(e) if namespace_terminating(&e) => {
+            debug!(
+                kind,
+                "not publishing an event: its namespace is being deleted"
+            )
+        }
+        Err(e) => warn!(kind, error = %e, "failed to publish event"),
     }
+}
+
+/// Whether `error` is the apiserver refusing new content in a namespace being deleted (its
+/// namespace lifecycle admission: a 403 that no RBAC rule causes).
+fn namespace_terminating(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if s.code == 403 && s.message.contains("because it is being terminated"))
 }
 
 /// The longest event note published, in characters (the apiserver refuses more than 1 KiB).
@@ -810,6 +825,19 @@ pub const DEFAULT_DRIFT_INTERVAL: Duration = Duration::from_secs(600);
 mod tests {
     use super::*;
     use crate::api::{ApiError, HttpError};
+
+    #[test]
+    fn only_the_namespace_lifecycle_refusal_reads_as_a_namespace_being_deleted() {
+        let refused = |code: u16, message: &str| {
+            let status = kube::core::Status::failure(message, "Forbidden").with_code(code);
+            kube::Error::Api(Box::new(status))
+        };
+        let terminating = "events.events.k8s.io \"x.1\" is forbidden: unable to create new content in namespace team-a because it is being terminated";
+        assert!(namespace_terminating(&refused(403, terminating)));
+        let rbac = "events.events.k8s.io is forbidden: User \"system:serviceaccount:aigw:aigw\" cannot create resource \"events\" in API group \"events.k8s.io\" in the namespace \"team-a\"";
+        assert!(!namespace_terminating(&refused(403, rbac)));
+        assert!(!namespace_terminating(&refused(409, terminating)));
+    }
 
     fn http(status: u16) -> ApiError {
         ApiError::Http(Box::new(HttpError {
