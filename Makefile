@@ -3,7 +3,7 @@ SHELL := /bin/bash
 KUBECONFIG_DEV := $(CURDIR)/.aigw-dev/kubeconfig
 CARGO ?= cargo
 
-.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test alerts-test chaos chaos-short chaos-sharded chaos-sharded-short image image-check readme demo bench bench-scale bench-emulator docs clean
+.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test alerts-test chaos chaos-short chaos-sharded chaos-sharded-short integration-kube-1.30 cluster-down-1.30 image image-check readme demo bench bench-scale bench-emulator docs clean
 
 all: build
 
@@ -63,6 +63,19 @@ test: lint
 	$(MAKE) alerts-test
 	$(MAKE) chaos-short
 	$(MAKE) chaos-sharded-short
+
+## integration-kube-1.30: the integration tests on the oldest Kubernetes the chart supports
+## (`kubeVersion: >=1.30`): kube-apiserver v1.30.14, built once into the cache like the default
+## v1.35.4, on a control plane of its own in .aigw-dev-1.30 (left running; `make
+## cluster-down-1.30` stops it). Not part of `make test`: run it before a release, or after a
+## change to a CRD's rules or to what the operator asks of the apiserver
+KUBE_1_30 := AIGW_KUBE_VERSION=1.30 AIGW_DEV_DIR=$(CURDIR)/.aigw-dev-1.30
+integration-kube-1.30:
+	$(KUBE_1_30) bash hack/cluster-up.sh
+	$(KUBE_1_30) KUBECONFIG=$(CURDIR)/.aigw-dev-1.30/kubeconfig $(CARGO) test --test it -- --test-threads=$(TEST_THREADS)
+
+cluster-down-1.30:
+	$(KUBE_1_30) bash hack/cluster-down.sh
 
 ## health-test: the Argo CD health scripts under gopher-lua, and kstatus on the local apiserver
 ## (hack/health; the kstatus test starts the control plane itself when it is not running)

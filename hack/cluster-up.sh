@@ -15,6 +15,15 @@ timeout_s="${AIGW_CLUSTER_TIMEOUT:-90}"
 
 lock_state
 
+# One state directory holds one Kubernetes version's etcd data: another version is refused
+# rather than started on it, or reused in its place.
+recorded="$(cat "$STATE/kube-version" 2>/dev/null || true)"
+if [[ -n "$recorded" && "$recorded" != "$K8S_VERSION" ]]; then
+	echo "error: $STATE holds the state of kube-apiserver $recorded, not $K8S_VERSION (AIGW_KUBE_VERSION=${AIGW_KUBE_VERSION:-1.35}):" >&2
+	echo "       stop and remove it with hack/cluster-down.sh, or give this version a directory of its own (AIGW_DEV_DIR)" >&2
+	exit 1
+fi
+
 if cp_ready; then
 	echo "Control plane already running: $(cp_server) (pid $(cp_pid)); kubeconfig: $STATE/kubeconfig"
 	exit 0
@@ -28,6 +37,7 @@ ensure_controlplane_binary
 log="$STATE/controlplane.log"
 rm -f "$STATE/ready" "$STATE/controlplane.pid"
 echo "=== cluster-up $(date -u +%FT%TZ) ===" >>"$log"
+echo "$K8S_VERSION" >"$STATE/kube-version"
 
 port_args=()
 [[ -n "${AIGW_APISERVER_PORT:-}" ]] && port_args=(--apiserver-port "$AIGW_APISERVER_PORT")

@@ -6,11 +6,27 @@
 #   AIGW_CACHE_DIR          build cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/aigw)
 #   AIGW_CLUSTER_TIMEOUT    seconds cluster-up waits for /readyz (default: 90)
 #   AIGW_APISERVER_PORT     fixed kube-apiserver port (default: last one used if free, else any free)
+#   AIGW_KUBE_VERSION       1.35 (default) or 1.30, the oldest Kubernetes the chart supports
+#                           (kube-apiserver v1.30.14, its own module in hack/controlplane-1.30)
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$HACK_DIR/.." && pwd)"
-K8S_VERSION="v1.35.4"
-CP_SRC="$HACK_DIR/controlplane"
+case "${AIGW_KUBE_VERSION:-1.35}" in
+1.35)
+	K8S_VERSION="v1.35.4"
+	CP_SRC="$HACK_DIR/controlplane"
+	CP_LINK="aigw-controlplane"
+	;;
+1.30)
+	K8S_VERSION="v1.30.14"
+	CP_SRC="$HACK_DIR/controlplane-1.30"
+	CP_LINK="aigw-controlplane-1.30"
+	;;
+*)
+	echo "error: AIGW_KUBE_VERSION=$AIGW_KUBE_VERSION: the local control plane is built for 1.35 (default) or 1.30" >&2
+	return 1 2>/dev/null || exit 1
+	;;
+esac
 STATE="$(realpath -m "${AIGW_DEV_DIR:-$REPO_ROOT/.aigw-dev}")"
 CACHE_ROOT="${AIGW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/aigw}"
 
@@ -36,7 +52,7 @@ k8s_ldflags() {
 # link flags and the Go toolchain.
 cp_hash() {
 	{
-		cat "$CP_SRC/go.mod" "$CP_SRC/go.sum" "$CP_SRC/main.go"
+		cat "$CP_SRC/go.mod" "$CP_SRC/go.sum" "$CP_SRC"/*.go
 		k8s_ldflags
 		go version
 	} | sha256sum | cut -c1-12
@@ -79,7 +95,7 @@ ensure_controlplane_binary() {
 		echo ">>> Built aigw-controlplane in $((SECONDS - t0)) s"
 	fi
 	mkdir -p "$HACK_DIR/bin"
-	ln -sfn "$CP_BIN" "$HACK_DIR/bin/aigw-controlplane"
+	ln -sfn "$CP_BIN" "$HACK_DIR/bin/$CP_LINK"
 }
 
 # Take an exclusive flock on $STATE/lock as fd 9. Retries if the lock file

@@ -340,8 +340,7 @@ func startEtcd(state string, p ports, noFsync bool) (*embed.Etcd, error) {
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.UnsafeNoFsync = noFsync
 	cfg.LogLevel = "warn"
-	// NewConfig leaves this at 0, which logs every request as "expensive".
-	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
+	quietCheapRequests(cfg)
 	cfg.LogOutputs = []string{"stderr"} // stderr is already redirected to the log file
 
 	e, err := embed.StartEtcd(cfg)
