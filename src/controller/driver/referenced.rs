@@ -24,6 +24,20 @@ pub fn named<K: Managed>(ctx: &Context, name: &str) -> Option<Arc<K>> {
     all.into_iter().find(|r| r.name_any() == name)
 }
 
+/// A wait while the watch caches of kind `K` have not all listed once (an operator just
+/// started, a watch begun again): a resource they lack may exist, so its absence is no reason
+/// for a referrer to report it missing (Ready=False and a Warning at every start). Retried in
+/// a second, with nothing written.
+pub fn unless_listed<K: Managed>(ctx: &Context, named_by: &str) -> Result<(), Wait> {
+    match ctx.stores.of::<K>().listed_now(ctx.stores_of::<K>()) {
+        true => Ok(()),
+        false => Err(Wait::CachesNotReady(format!(
+            "the {} watch cache has not listed yet, so the one {named_by} names cannot be looked up; waiting",
+            K::KIND
+        ))),
+    }
+}
+
 /// True when a referrer names `resource`: by its name (`by_name`, a `…Ref`), or by a key of its
 /// remote object its status recorded (`by_key`, a UUID or slug).
 pub fn names<K: Managed>(resource: &K, by_name: Option<&str>, by_key: Option<&str>) -> bool {
@@ -89,20 +103,19 @@ impl<'a> Ref<'a> {
 }
 
 /// Resource `named` of kind `K` and the remote id its status records, once `referrer` (of kind
-/// `R`) may use it; else why it waits ([`Ref::waiting`]), or, for another tenant's resource, an
-/// invalid spec.
+/// `R`) may use it; else why it waits ([`Ref::waiting`], or [`unless_listed`] while the caches
+/// fill), or, for another tenant's resource, an invalid spec.
 pub fn ready_named<K: Managed, R: Managed>(
     referrer: &R,
     ctx: &Context,
     named_by: &Ref<'_>,
     id: impl FnOnce(&K::Status) -> Option<String>,
-) -> Result<(Arc<K>, String), Error> {
+) -> Result<(Arc<K>, String), Halt> {
     let (name, what) = (named_by.name, named_by.what::<K>());
     let waiting = |why: String| named_by.waiting(why);
     let Some(found) = named::<K>(ctx, name) else {
-        return Err(waiting(format!(
-            "{what} does not exist yet; waiting for it"
-        )));
+        unless_listed::<K>(ctx, named_by.field)?;
+        return Err(waiting(format!("{what} does not exist yet; waiting for it")).into());
     };
     let peers = tenant_peers(ctx, referrer.connection_name());
     let theirs = found.connection_name();
@@ -111,10 +124,11 @@ pub fn ready_named<K: Managed, R: Managed>(
             "{what} uses Connection {theirs}, which reaches another tenant than this {}'s Connection {}",
             R::KIND,
             referrer.connection_name()
-        )));
+        ))
+        .into());
     }
     if found.meta().deletion_timestamp.is_some() {
-        return Err(waiting(format!("{what} is being deleted")));
+        return Err(waiting(format!("{what} is being deleted")).into());
     }
     let recorded = found.status().and_then(|status| {
         let ready = spec_already_applied(
@@ -126,7 +140,7 @@ pub fn ready_named<K: Managed, R: Managed>(
     });
     match recorded {
         Some(id) => Ok((found, id)),
-        None => Err(waiting(format!("{what} is not Ready yet; waiting for it"))),
+        None => Err(waiting(format!("{what} is not Ready yet; waiting for it")).into()),
     }
 }
 

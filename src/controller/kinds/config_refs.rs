@@ -525,13 +525,13 @@ pub const REFERENCE_NOT_READY: &str = "ReferenceNotReady";
 /// document (from the watch caches: no apiserver read). `None` when it names none. A resource
 /// that is missing, not Ready at its generation, or without a slug yet makes the Config wait,
 /// naming it: nothing is written until every reference resolves.
-pub fn with_resources(config: &Config, ctx: &Context) -> Result<Option<Config>, Error> {
-    with_values(config, &resolved_values(config, ctx)?)
+pub fn with_resources(config: &Config, ctx: &Context) -> Result<Option<Config>, Halt> {
+    Ok(with_values(config, &resolved_values(config, ctx)?)?)
 }
 
 /// The value each `spec.resourceRefs` entry of `config` puts in its document, in order (from
 /// the watch caches), or why one does not resolve yet.
-pub fn resolved_values(config: &Config, ctx: &Context) -> Result<Vec<String>, Error> {
+pub fn resolved_values(config: &Config, ctx: &Context) -> Result<Vec<String>, Halt> {
     let refs = config.spec.resource_refs.iter().enumerate();
     refs.map(|(n, reference)| {
         referenced_slug(config, n, reference, ctx).map(|slug| reference.kind.value(&slug))
@@ -581,7 +581,7 @@ fn referenced_slug(
     n: usize,
     reference: &ConfigResourceRef,
     ctx: &Context,
-) -> Result<String, Error> {
+) -> Result<String, Halt> {
     let what = format!(
         "{:?} {} named by spec.resourceRefs[{n}] (path {})",
         reference.kind, reference.name, reference.path
@@ -605,14 +605,17 @@ fn named_slug<G: Referenced + crate::controller::driver::Managed>(
     what: &str,
     peers: &[String],
     ctx: &Context,
-) -> Result<String, Error> {
+) -> Result<String, Halt> {
     let namespace = config.namespace();
     let all = ctx.stores.of::<G>().all();
     let found = all.iter().find(|g| {
         (!G::REFERENCED_AS.namespaced() || g.namespace() == namespace)
             && g.meta().name.as_ref() == Some(&reference.name)
     });
-    ready_slug(found.map(|g| &**g), what, peers, ctx)
+    if found.is_none() {
+        crate::controller::driver::referenced::unless_listed::<G>(ctx, "spec.resourceRefs")?;
+    }
+    Ok(ready_slug(found.map(|g| &**g), what, peers, ctx)?)
 }
 
 /// A kind a Config's `spec.resourceRefs` may name: what it puts in the document once Ready.

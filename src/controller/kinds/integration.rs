@@ -193,7 +193,7 @@ impl Bodies<api::Integrations<'static>> for Integration {
 /// recorded, once it is Ready on a Connection of this integration's tenant (until then the
 /// integration waits: `SecretReferenceNotReady`); a `secretReference` as written. `None`: the
 /// spec leaves the API's mappings as they are.
-fn secret_mappings(integration: &Integration, ctx: &Context) -> Result<Option<Vec<Value>>, Error> {
+fn secret_mappings(integration: &Integration, ctx: &Context) -> Result<Option<Vec<Value>>, Halt> {
     let Some(mappings) = &integration.spec.secret_mappings else {
         return Ok(None);
     };
@@ -206,7 +206,8 @@ fn secret_mappings(integration: &Integration, ctx: &Context) -> Result<Option<Ve
                 return Err(Error::InvalidSpec(format!(
                     "spec.secretMappings entry {} names no secret reference: set secretReferenceRef or secretReference",
                     mapping.target_field
-                )));
+                ))
+                .into());
             }
         };
         sent.push(mapping.to_api(&reference));
@@ -215,7 +216,7 @@ fn secret_mappings(integration: &Integration, ctx: &Context) -> Result<Option<Ve
 }
 
 /// The UUID the SecretReference resource `name` recorded, once it can be mapped.
-fn ready_reference(integration: &Integration, ctx: &Context, name: &str) -> Result<String, Error> {
+fn ready_reference(integration: &Integration, ctx: &Context, name: &str) -> Result<String, Halt> {
     let by = Ref::new(name, "spec.secretMappings", SECRET_REFERENCE_NOT_READY);
     let (_, id) = ready_named::<SecretReference, _>(integration, ctx, &by, |s| s.id.clone())?;
     Ok(id)

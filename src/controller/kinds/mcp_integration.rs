@@ -337,7 +337,7 @@ fn ready_workspace(
     integration: &McpIntegration,
     ctx: &Context,
     name: &str,
-) -> Result<(String, Vec<String>), Error> {
+) -> Result<(String, Vec<String>), Halt> {
     let by = Ref::new(name, "spec.workspaces", WORKSPACE_NOT_READY);
     let (workspace, id) = ready_named::<Workspace, _>(integration, ctx, &by, |s| s.id.clone())?;
     let keys = workspace.status.as_ref().map(Recorded::remote_key_strings);

@@ -295,7 +295,7 @@ fn integration_keys(server: &McpServer, ctx: &Context, status: &McpServerStatus)
 /// The UUID (and keys) of McpIntegration `name`, once this server may instantiate it: Ready, of
 /// the server's tenant, and enabling the server's workspace (by its UUID or the slug its
 /// Workspace resource recorded); else why it waits.
-fn ready_integration(server: &McpServer, ctx: &Context, name: &str) -> Result<Bound, Error> {
+fn ready_integration(server: &McpServer, ctx: &Context, name: &str) -> Result<Bound, Halt> {
     let by = Ref::new(name, "spec.integrationRef", INTEGRATION_NOT_READY);
     let (integration, id) = ready_named::<McpIntegration, _>(server, ctx, &by, |s| s.id.clone())?;
     let workspace = server.spec.workspace();
@@ -314,7 +314,8 @@ fn ready_integration(server: &McpServer, ctx: &Context, name: &str) -> Result<Bo
         return Err(by.waiting(format!(
             "{} does not enable workspace {workspace} (its spec.workspaces); the server is created once it does",
             by.what::<McpIntegration>()
-        )));
+        ))
+        .into());
     }
     let keys = [Some(id.clone()), status.slug].into_iter().flatten();
     Ok(Bound {

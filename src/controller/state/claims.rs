@@ -134,6 +134,18 @@ impl<K: Cached> StoreList<K> {
         .is_ok_and(|all| all.iter().all(Result::is_ok))
     }
 
+    /// True when `expected` watch caches of the kind are registered and every one has listed,
+    /// now (no wait): before that, an object missing from them may yet exist.
+    pub fn listed_now(&self, expected: usize) -> bool {
+        use futures::FutureExt;
+        let stores = self.snapshot();
+        stores.len() >= expected
+            && stores.iter().all(|store| {
+                let ready = store.wait_until_ready().now_or_never();
+                matches!(ready, Some(Ok(())))
+            })
+    }
+
     /// True once the watch caches no longer hold `object` (by namespace and name): its watch
     /// reported it deleted. False while any holds it, or when no cache is registered.
     pub fn lost(&self, object: &K) -> bool {
@@ -1031,6 +1043,23 @@ mod tests {
             .unwrap(),
         );
         c
+    }
+
+    #[test]
+    fn caches_are_listed_now_only_once_every_one_has_listed() {
+        let stores = Stores::default();
+        let configs = stores.of::<Config>();
+        assert!(!configs.listed_now(1), "none registered");
+        let (reader, mut writer) = store::<Config>();
+        configs.register(reader);
+        assert!(!configs.listed_now(1), "registered, not listed");
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+        assert!(configs.listed_now(1));
+        assert!(
+            !configs.listed_now(2),
+            "a second namespace's cache is missing"
+        );
     }
 
     #[test]

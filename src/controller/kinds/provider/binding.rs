@@ -114,7 +114,7 @@ async fn remote_integration(
 }
 
 /// The UUID of Integration `name`, once this provider may bind it (else why it waits).
-fn ready_integration(provider: &Provider, ctx: &Context, name: &str) -> Result<String, Error> {
+fn ready_integration(provider: &Provider, ctx: &Context, name: &str) -> Result<String, Halt> {
     let by = Ref::new(name, "spec.integration", INTEGRATION_NOT_READY);
     let (integration, id) = ready_named::<Integration, _>(provider, ctx, &by, |s| s.id.clone())?;
     let workspace = provider.spec.workspace();
@@ -127,7 +127,8 @@ fn ready_integration(provider: &Provider, ctx: &Context, name: &str) -> Result<S
         return Err(by.waiting(format!(
             "{} does not grant workspace {workspace} access (its spec.workspaces); the provider waits until it does",
             by.what::<Integration>()
-        )));
+        ))
+        .into());
     }
     Ok(id)
 }
