@@ -47,6 +47,14 @@ pub const SECRET: &str = "<secret>";
 /// What a message that still carries part or an encoding of a value is replaced by.
 pub const WITHHELD: &str = "<the API's message was withheld: it quoted part of a secret value>";
 
+/// What a message reads as when the values to look for in it are more than [`CONCEALED_BYTES`].
+pub const TOO_MANY_TO_CHECK: &str = "<the API's message was withheld: the secret values it could quote are too large to look for in it>";
+
+/// The most bytes of values [`conceal`] looks for in one message. Past it the message is
+/// withheld whole: looking for a value costs in proportion to its length (its encodings, the
+/// parts of it a message may quote), and a tenant may name a Secret of a mebibyte.
+pub const CONCEALED_BYTES: usize = 64 * 1024;
+
 /// Values this long or longer are found anywhere, in any encoding.
 const ANYWHERE: usize = 4;
 
@@ -226,35 +234,81 @@ fn html_unescaped(text: &str) -> String {
 /// HTML references, JSON `\/`) to text holding it; for short values only where the value stands alone or is quoted (see the
 /// module documentation).
 pub fn holds(text: &str, value: &str) -> bool {
-    if value.is_empty() {
-        return false;
+    Haystack::of(text).holds(value, &folded_forms(value))
+}
+
+/// The [`forms`] of `value`, ASCII-lowercased as [`occurrence`] compares them.
+fn folded_forms(value: &str) -> Vec<String> {
+    forms(value)
+        .iter()
+        .map(|form| form.to_ascii_lowercase())
+        .collect()
+}
+
+/// A text and what it decodes to ([`decoded`]), each lowercased once: [`holds`] of many values
+/// in it without decoding or folding it again for each.
+struct Haystack {
+    texts: Vec<String>,
+    folded: Vec<String>,
+}
+
+impl Haystack {
+    fn of(text: &str) -> Self {
+        let mut texts = vec![text.to_string()];
+        texts.extend(decoded(text));
+        let folded = texts.iter().map(|t| t.to_ascii_lowercase()).collect();
+        Self { texts, folded }
     }
-    if text == value {
-        return true;
+
+    /// [`holds`] of `value` in the text, `forms` being its [`folded_forms`].
+    fn holds(&self, value: &str, forms: &[String]) -> bool {
+        if value.is_empty() {
+            return false;
+        }
+        if self.texts[0] == value {
+            return true;
+        }
+        if value.len() >= ANYWHERE {
+            let found = |text: &String| forms.iter().any(|form| text.contains(form.as_str()));
+            return self.folded.iter().any(found);
+        }
+        self.texts.iter().any(|text| {
+            forms
+                .iter()
+                .any(|form| occurrence(text, form, value.len()).is_some())
+        })
     }
-    let found = |haystack: &str| {
-        forms(value)
-            .iter()
-            .any(|form| occurrence(haystack, form, value.len()).is_some())
-    };
-    found(text) || decoded(text).iter().any(|plain| found(plain))
 }
 
 /// `message` with every one of `values` replaced by [`SECRET`] in each of its [`forms`] (the
 /// longest first, so a longer value is never left half-replaced by a shorter one), and with
 /// whitespace collapsed where a value came back so. A message that still carries a value (in
-/// an encoding of a longer text) or quotes part of one is withheld whole.
+/// an encoding of a longer text) or quotes part of one is withheld whole, and so is any message
+/// when `values` hold more than [`CONCEALED_BYTES`] ([`TOO_MANY_TO_CHECK`]).
 pub fn conceal(message: &str, values: &[String]) -> String {
+    if values.iter().map(String::len).sum::<usize>() > CONCEALED_BYTES {
+        return TOO_MANY_TO_CHECK.into();
+    }
     let mut forms_of: Vec<(String, usize)> = values
         .iter()
-        .flat_map(|value| forms(value).into_iter().map(|form| (form, value.len())))
+        .flat_map(|value| {
+            folded_forms(value)
+                .into_iter()
+                .map(|form| (form, value.len()))
+        })
         .collect();
     forms_of.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
     forms_of.dedup();
+    // Each form is looked for in the text folded once, and the text folded again only after a
+    // replacement: most values are in no message.
     let replace_all = |text: &str| {
         let mut text = text.to_string();
+        let mut folded = text.to_ascii_lowercase();
         for (form, length) in &forms_of {
-            text = replaced(&text, form, *length);
+            if folded.contains(form.as_str()) {
+                text = replaced(&text, form, *length);
+                folded = text.to_ascii_lowercase();
+            }
         }
         text
     };
@@ -263,43 +317,73 @@ pub fn conceal(message: &str, values: &[String]) -> String {
     // without a value keeps its references as they are).
     if message.contains('&') {
         let unescaped = html_unescaped(&message);
-        if values.iter().any(|value| holds(&unescaped, value)) {
+        let haystack = Haystack::of(&unescaped);
+        if values
+            .iter()
+            .any(|value| haystack.holds(value, &folded_forms(value)))
+        {
             message = replace_all(&unescaped);
         }
     }
     let mut message = star_masked(&message, values);
     // A value spread over lines may also come back with its whitespace collapsed.
     let collapsed = message.split_whitespace().collect::<Vec<_>>().join(" ");
-    if forms_of
-        .iter()
-        .any(|(form, length)| occurrence(&collapsed, form, *length).is_some())
-    {
+    let folded = collapsed.to_ascii_lowercase();
+    if forms_of.iter().any(|(form, length)| {
+        folded.contains(form.as_str()) && occurrence(&collapsed, form, *length).is_some()
+    }) {
         message = replace_all(&collapsed);
     }
-    if values.iter().any(|value| still_shows(&message, value)) {
+    let shown = Shown::of(&message);
+    if values.iter().any(|value| shown.shows(value)) {
         return WITHHELD.into();
     }
     message
 }
 
-/// Whether `message` (values already replaced) still carries `value` or part of it: as it
-/// reads, in what it decodes to (URL, base64, hex, HTML references, JSON escapes; so a
-/// truncated encoding of a value counts as the part it decodes to), and, for a value of
-/// [`QUOTED_RUN`] characters or more, once the message's whitespace and escaped line breaks
-/// are taken out (a value, or its base64, wrapped over lines or cut into groups).
-fn still_shows(message: &str, value: &str) -> bool {
-    let mut texts = vec![message.to_string()];
-    if value.chars().count() >= QUOTED_RUN {
+/// A message prepared once for [`Shown::shows`] of every value: whether it still carries a
+/// value or part of it, as it reads, in what it decodes to (URL, base64, hex, HTML references,
+/// JSON escapes; so a truncated encoding of a value counts as the part it decodes to), and, for
+/// a value of [`QUOTED_RUN`] characters or more, once the message's whitespace and escaped line
+/// breaks are taken out (a value, or its base64, wrapped over lines or cut into groups).
+struct Shown {
+    /// The message and what it decodes to, each as [`holds`] and [`quotes_part_of`] read it.
+    plain: Vec<(Haystack, Quoting)>,
+    /// The same of the message joined ([`joined`]), when that differs from it.
+    joined: Vec<(Haystack, Quoting)>,
+}
+
+impl Shown {
+    fn of(message: &str) -> Self {
+        let prepared = |text: &str| {
+            let mut texts = vec![text.to_string()];
+            texts.extend(decoded(text));
+            texts
+                .iter()
+                .map(|t| (Haystack::of(t), Quoting::of(t)))
+                .collect()
+        };
         let joined = joined(message);
-        if joined != message {
-            texts.push(joined);
+        Self {
+            plain: prepared(message),
+            joined: match joined != message {
+                true => prepared(&joined),
+                false => Vec::new(),
+            },
         }
     }
-    let decoded: Vec<String> = texts.iter().flat_map(|text| decoded(text)).collect();
-    texts.extend(decoded);
-    texts
-        .iter()
-        .any(|text| holds(text, value) || quotes_part_of(text, value))
+
+    /// Whether the message (values already replaced) still carries `value` or part of it.
+    fn shows(&self, value: &str) -> bool {
+        let forms = folded_forms(value);
+        let parts = parts_of(value);
+        let long = value.chars().count() >= QUOTED_RUN;
+        let joined = self.joined.iter().filter(|_| long);
+        self.plain
+            .iter()
+            .chain(joined)
+            .any(|(text, quoting)| text.holds(value, &forms) || quoting.quotes(value, &parts))
+    }
 }
 
 /// `text` without its whitespace and its escaped line breaks (`%0A`, `%0D`, `\n`, `\r`), the
@@ -429,20 +513,107 @@ fn decoded(text: &str) -> Vec<String> {
 /// is a long enough part of it (`partial_word`). A [`SECRET`] a value was replaced by is no
 /// part of any.
 pub fn quotes_part_of(message: &str, value: &str) -> bool {
-    let message = &message.replace(SECRET, " ");
-    let chars: Vec<char> = value.chars().collect();
-    if chars.len() < ANYWHERE {
-        return false;
+    Quoting::of(message).quotes(value, &parts_of(value))
+}
+
+/// The parts of `value` a message may quote: its string leaves when it is a JSON document, else
+/// the value itself.
+fn parts_of(value: &str) -> Vec<String> {
+    json_leaves(value).unwrap_or_else(|| vec![value.to_string()])
+}
+
+/// What [`quotes_part_of`] reads of a message, taken out of it once for the checks of every
+/// value ([`SECRET`] read as a space).
+struct Quoting {
+    /// Every run of [`QUOTED_RUN`] characters of the message.
+    runs: std::collections::HashSet<String>,
+    /// The fragments before and after each ellipsis ([`elisions`]).
+    elisions: Vec<(String, String)>,
+    /// The words standing between two ellipses ([`middles`]).
+    middles: Vec<String>,
+    /// The quoted strings ([`quoted`]).
+    quoted: Vec<String>,
+    /// The unquoted words ([`unquoted_words`]).
+    words: Vec<(String, usize)>,
+}
+
+impl Quoting {
+    fn of(message: &str) -> Self {
+        let message = &message.replace(SECRET, " ");
+        let chars: Vec<char> = message.chars().collect();
+        let runs = chars
+            .windows(QUOTED_RUN)
+            .map(|run| run.iter().collect())
+            .collect();
+        Self {
+            runs,
+            elisions: elisions(message),
+            middles: middles(message),
+            quoted: quoted(message),
+            words: unquoted_words(message),
+        }
     }
-    let long_run = chars.windows(QUOTED_RUN).any(|run| {
-        run.iter().any(char::is_ascii_digit)
-            && run.iter().any(char::is_ascii_alphabetic)
-            && message.contains(run.iter().collect::<String>().as_str())
-    });
-    long_run
-        || elided_part(message, value)
-        || quoted_part(message, value)
-        || partial_word(message, value)
+
+    /// Whether the message quotes part of `value`, whose [`parts_of`] are `parts`.
+    fn quotes(&self, value: &str, parts: &[String]) -> bool {
+        let chars: Vec<char> = value.chars().collect();
+        if chars.len() < ANYWHERE {
+            return false;
+        }
+        let long_run = chars.windows(QUOTED_RUN).any(|run| {
+            run.iter().any(char::is_ascii_digit)
+                && run.iter().any(char::is_ascii_alphabetic)
+                && self.runs.contains(&run.iter().collect::<String>())
+        });
+        long_run
+            || self.elided_part(value, parts)
+            || self.quoted_part(parts)
+            || self.partial_word(parts)
+    }
+
+    /// A fragment next to an ellipsis that starts the value (before it) or ends it (after it),
+    /// as an echo cut short prints them, or that stands between two ellipses (a middle cut of
+    /// a value, or of a string leaf of a JSON value). A fragment next to one ellipsis that is
+    /// only somewhere inside the value does not count: field names a JSON value shares with a
+    /// message (`private_key_id...`) would withhold messages that quote nothing.
+    fn elided_part(&self, value: &str, parts: &[String]) -> bool {
+        let shortest = shortest_fragment(value);
+        let long_enough = |fragment: &str| fragment.chars().count() >= shortest;
+        self.elisions.iter().any(|(before, after)| {
+            (long_enough(before) && value.starts_with(before.as_str()))
+                || (long_enough(after) && value.ends_with(after.as_str()))
+        }) || self
+            .middles
+            .iter()
+            .any(|middle| parts.iter().any(|part| part.contains(middle.as_str())))
+    }
+
+    /// A quoted string of the message, of at least [`ANYWHERE`] characters, that is a part of
+    /// the value: however short a part of the value an echo quotes, it narrows the value down.
+    /// A value that is a JSON document (a service account key) is looked at in its string
+    /// leaves, not its field names: a message quoting the field it misses (`'private_key_id'
+    /// is missing`) quotes nothing secret.
+    fn quoted_part(&self, parts: &[String]) -> bool {
+        self.quoted
+            .iter()
+            .any(|quoted| parts.iter().any(|part| part.contains(quoted.as_str())))
+    }
+
+    /// An unquoted word of the message that is part of the value (of a string leaf of a JSON
+    /// value), in any letter case, of [`QUOTED_RUN`] characters or more, or of
+    /// [`PARTIAL_WORD`] or more that are at least half of it.
+    fn partial_word(&self, parts: &[String]) -> bool {
+        let parts: Vec<(String, usize)> = parts
+            .iter()
+            .map(|part| (part.to_lowercase(), part.chars().count()))
+            .filter(|(_, length)| *length >= ANYWHERE)
+            .collect();
+        self.words.iter().any(|(word, length)| {
+            parts.iter().any(|(part, whole)| {
+                (*length >= QUOTED_RUN || length * 2 >= *whole) && part.contains(word.as_str())
+            })
+        })
+    }
 }
 
 /// The words of `text` (runs between whitespace, quotes and the punctuation around values
@@ -466,24 +637,20 @@ fn words(text: &str) -> Vec<(usize, usize)> {
     out
 }
 
-/// An unquoted word of `message` that is part of `value` (of a string leaf of a JSON value), in
-/// any letter case, of [`QUOTED_RUN`] characters or more, or of [`PARTIAL_WORD`] or more that
-/// are at least half of it. A trailing `.`, `;`, `!` or `?` ends a sentence, not the word.
-fn partial_word(message: &str, value: &str) -> bool {
-    let parts = json_leaves(value).unwrap_or_else(|| vec![value.to_string()]);
-    let parts: Vec<(String, usize)> = parts
-        .iter()
-        .map(|part| (part.to_lowercase(), part.chars().count()))
-        .filter(|(_, length)| *length >= ANYWHERE)
-        .collect();
-    words(message).into_iter().any(|(start, end)| {
-        let word = inner(message[start..end].trim_end_matches(['.', ';', '!', '?'])).to_lowercase();
-        let length = word.chars().count();
-        length >= PARTIAL_WORD
-            && parts.iter().any(|(part, whole)| {
-                (length >= QUOTED_RUN || length * 2 >= *whole) && part.contains(word.as_str())
-            })
-    })
+/// The unquoted words of `message` [`Quoting::partial_word`] reads: lowercased, of
+/// [`PARTIAL_WORD`] characters or more, each with its length in characters. A trailing `.`,
+/// `;`, `!` or `?` ends a sentence, not the word.
+fn unquoted_words(message: &str) -> Vec<(String, usize)> {
+    words(message)
+        .into_iter()
+        .map(|(start, end)| {
+            let word = inner(message[start..end].trim_end_matches(['.', ';', '!', '?']));
+            let word = word.to_lowercase();
+            let length = word.chars().count();
+            (word, length)
+        })
+        .filter(|(_, length)| *length >= PARTIAL_WORD)
+        .collect()
 }
 
 /// `message` with every word masked around stars that gives away a value's ends replaced by
@@ -549,14 +716,10 @@ fn ends_fragment(c: char) -> bool {
         )
 }
 
-/// A fragment next to an ellipsis (`...`, `…`) that starts the value (before it) or ends it
-/// (after it), as an echo cut short prints them, or that stands between two ellipses (a middle
-/// cut, [`PARTIAL_WORD`] characters or more). A fragment next to one ellipsis that is only
-/// somewhere inside the value does not count: field names a JSON value shares with a message
-/// (`private_key_id...`) would withhold messages that quote nothing.
-fn elided_part(message: &str, value: &str) -> bool {
-    let shortest = shortest_fragment(value);
-    let long_enough = |fragment: &str| fragment.chars().count() >= shortest;
+/// The fragments of `message` before and after each ellipsis (`...`, `…`), as
+/// [`Quoting::elided_part`] compares them with a value's start and end.
+fn elisions(message: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
     for marker in ["...", "…"] {
         for (at, _) in message.match_indices(marker) {
             let before = &message[..at];
@@ -564,24 +727,25 @@ fn elided_part(message: &str, value: &str) -> bool {
             let after = &message[at + marker.len()..];
             let after = after.trim_start_matches('.');
             let after = &after[..after.find(ends_fragment).unwrap_or(after.len())];
-            if (long_enough(before) && value.starts_with(before))
-                || (long_enough(after) && value.ends_with(after))
-            {
-                return true;
-            }
+            found.push((before.to_string(), after.to_string()));
         }
     }
-    // A middle cut between two ellipses (`...8b7c6d5e4f3...`): what is between them is part of
-    // the value (of a string leaf of a JSON value, as for a quoted part).
-    let parts = json_leaves(value).unwrap_or_else(|| vec![value.to_string()]);
-    words(message).into_iter().any(|(start, end)| {
-        let word = message[start..end].trim_end_matches([';', '!', '?']);
-        let elided = |end: &str| word.starts_with(end) && word.ends_with(end);
-        let middle = inner(word);
-        (elided("...") || elided("…"))
-            && middle.chars().count() >= PARTIAL_WORD
-            && parts.iter().any(|part| part.contains(middle))
-    })
+    found
+}
+
+/// The words of `message` between two ellipses (`...8b7c6d5e4f3...`), without them, of
+/// [`PARTIAL_WORD`] characters or more: a middle cut of a value.
+fn middles(message: &str) -> Vec<String> {
+    words(message)
+        .into_iter()
+        .filter_map(|(start, end)| {
+            let word = message[start..end].trim_end_matches([';', '!', '?']);
+            let elided = |end: &str| word.starts_with(end) && word.ends_with(end);
+            let middle = inner(word);
+            ((elided("...") || elided("…")) && middle.chars().count() >= PARTIAL_WORD)
+                .then(|| middle.to_string())
+        })
+        .collect()
 }
 
 /// `word` without the dots and ellipses an echo cut short puts around what it shows.
@@ -589,19 +753,16 @@ fn inner(word: &str) -> &str {
     word.trim_matches(['.', '…'])
 }
 
-/// A quoted string of the message, of at least [`ANYWHERE`] characters, that is a part of the
-/// value: however short a part of the value an echo quotes, it narrows the value down. A value
-/// that is a JSON document (a service account key) is looked at in its string leaves, not its
-/// field names: a message quoting the field it misses (`'private_key_id' is missing`) quotes
-/// nothing secret.
-fn quoted_part(message: &str, value: &str) -> bool {
-    let parts = json_leaves(value).unwrap_or_else(|| vec![value.to_string()]);
-    ['\'', '"', '`'].iter().any(|quote| {
-        message.split(*quote).skip(1).step_by(2).any(|quoted| {
-            let quoted = inner(quoted);
-            quoted.chars().count() >= ANYWHERE && parts.iter().any(|part| part.contains(quoted))
-        })
-    })
+/// The quoted strings of `message` (between `'`, `"` or `` ` ``), without the dots around
+/// them, of [`ANYWHERE`] characters or more.
+fn quoted(message: &str) -> Vec<String> {
+    ['\'', '"', '`']
+        .iter()
+        .flat_map(|quote| message.split(*quote).skip(1).step_by(2))
+        .map(inner)
+        .filter(|quoted| quoted.chars().count() >= ANYWHERE)
+        .map(str::to_string)
+        .collect()
 }
 
 /// The string leaves of `value` when it is a JSON object or array.
@@ -626,6 +787,17 @@ fn json_leaves(value: &str) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_past_the_bound_withhold_the_message_whole() {
+        let values = vec!["x1".repeat(CONCEALED_BYTES / 2), "other-value".into()];
+        assert_eq!(conceal("nothing secret here", &values), TOO_MANY_TO_CHECK);
+        let values = vec!["x1".repeat(CONCEALED_BYTES / 4)];
+        assert_eq!(
+            conceal("nothing secret here", &values),
+            "nothing secret here"
+        );
+    }
 
     /// The third fresh attack's echoes: parts and encodings of a value that got through.
     #[test]

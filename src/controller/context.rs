@@ -169,9 +169,13 @@ impl Context {
     /// the Connections), then trimmed to one line: for what is logged or recorded outside a
     /// reconcile (the controller's error policy).
     pub fn scrub(&self, key: &str, message: &str) -> String {
+        if self.secret_values.withholds(key) {
+            return crate::controller::driver::echoes::WITHHELD.into();
+        }
         let mut values = self.secret_values.of(key);
         values.extend(self.connections.secret_values());
-        status::sanitize_message(&crate::api::concealment::conceal(message, &values))
+        let scanned = status::scanned_part(message);
+        status::sanitize_message(&crate::api::concealment::conceal(&scanned, &values))
     }
 
     /// What this installation does with `object` ([`installation::verdict`]), from the object and

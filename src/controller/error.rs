@@ -261,6 +261,26 @@ pub enum Halt {
 }
 
 impl Halt {
+    /// Whether the message may quote an answer: the management API's or the apiserver's text
+    /// (an error of a call, a create whose outcome is unknown), which may echo a Secret's value
+    /// the reconcile did not read. Not a message the operator wrote from the object and its
+    /// caches alone (a refused or waiting reference, an invalid spec, a wait on caches, the
+    /// rate limiter, the promotion gate or the lease).
+    pub fn may_quote_an_answer(&self) -> bool {
+        !matches!(
+            self,
+            Self::Fail(
+                Error::InvalidSpec(_) | Error::NotAllowed { .. } | Error::OperatorSettings(_)
+            ) | Self::Wait(
+                Wait::CachesNotReady(_)
+                    | Wait::Throttled { .. }
+                    | Wait::NotLeader(_)
+                    | Wait::Gated { .. }
+                    | Wait::DryRun { .. }
+            )
+        )
+    }
+
     /// Short CamelCase category, used as condition reason and event reason.
     pub fn category(&self) -> &'static str {
         match self {

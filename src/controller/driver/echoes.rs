@@ -9,67 +9,149 @@
 //! or the upstream credential of the integration a Provider or an McpServer binds, which the
 //! API keeps and may quote in a refusal about the binding; likewise what a Config's document
 //! names (a guardrail's Secret values, a provider's integration key) and the secret references
-//! an Integration maps. [`Managed::echoable`] names those Secrets; they are read only when a
-//! reconcile fails or publishes a Warning, once per reconcile.
+//! an Integration maps. [`Managed::echoable`] names those Secrets (and their keys); they are
+//! read only when a reconcile fails with a message that may quote an answer
+//! ([`crate::controller::error::Halt::may_quote_an_answer`]) or publishes a Warning, once per
+//! reconcile, and within a [`Budget`]: past it the message is withheld whole.
 
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::Value;
 use tracing::debug;
 
-use super::{Cx, Managed};
-use crate::controller::state::secret_cache::Reader;
+use std::sync::Arc;
 
-/// A Secret whose values an API error about an object could quote.
-#[derive(Clone, Debug, PartialEq, Eq)]
+use super::{Cx, Managed};
+use crate::controller::state::secret_cache::{Cached, MANAGED_BY, MANAGED_BY_LABEL, Reader};
+
+/// A Secret whose values an API error about an object could quote, and which of its keys.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Echoable {
     /// A Secret aigw delivered into the object's namespace (a Deployment's credentials, an API
-    /// key). The delivered-Secrets cache keeps no value, so it is read from the apiserver,
-    /// counted in `aigw_secret_cache_fallbacks_total{reason="echo"}`: on a failure (or a
-    /// Warning event) only.
-    Delivered(String),
-    /// A Secret of the object's namespace a resource reads (a Guardrail's `secretRefs` a
-    /// Config names), from the values cache.
-    Namespaced(String),
+    /// key), and the keys aigw writes in it. The delivered-Secrets cache keeps no value, so it
+    /// is read from the apiserver, counted in `aigw_secret_cache_fallbacks_total{reason="echo"}`:
+    /// on a failure (or a Warning event) only, and only when that cache shows the Secret as
+    /// aigw's (a Secret of the tenant's that the spec names, refused as not aigw's, was never
+    /// delivered anything).
+    Delivered {
+        name: String,
+        keys: &'static [&'static str],
+    },
+    /// The key a resource's `secretRefs` entry names in a Secret of the object's namespace (a
+    /// Guardrail's that a Config names), from the values cache.
+    Namespaced { name: String, key: String },
     /// A Secret of the namespace the operator reads Connection Secrets from, labelled
     /// cluster-readable (an Integration's key, an McpIntegration's configurations), from the
-    /// values cache: its name, and its namespace as the spec names it (another is not read).
+    /// values cache: its name, its namespace as the spec names it (another is not read), and
+    /// the one key a `secretRefs` entry names (`None`: every key, for a Secret a spec names
+    /// whole).
     ClusterReadable {
         name: String,
         namespace: Option<String>,
+        key: Option<String>,
     },
 }
 
-/// The texts `echoable` holds, each with the strings and numbers inside it when it is a JSON
-/// document (a header inside `custom_headers`); nothing when it cannot be read.
-pub(super) async fn values<K: Managed>(cx: &Cx<'_, K>, echoable: &Echoable) -> Vec<String> {
-    let read = match echoable {
-        Echoable::Delivered(name) => {
-            cx.ctx.secrets.fell_back("echo");
-            super::secret_delivery::secrets(cx)
-                .get_opt(name)
-                .await
-                .map(|found| found.map(std::sync::Arc::new))
+/// How much of the echoable Secrets one failure conceals at most: this many values, of this
+/// many bytes in all. Past it, the failure's message is withheld whole ([`Budget::withheld`]):
+/// concealing more would cost the operator (memory, and CPU on the threads every other
+/// namespace's reconciles and the leader lease share) in proportion to what one tenant's
+/// objects name, and a message that cannot be checked is not shown.
+pub const ECHO_VALUES: usize = 64;
+pub const ECHO_BYTES: usize = 16 * 1024;
+
+/// What a failure's message reads as when its echoable Secrets hold more than [`Budget`] takes.
+pub const WITHHELD: &str = "<the API's message was withheld: the Secrets it could quote hold more values than the operator conceals in one message>";
+
+/// What a failure's echoable Secrets hold, within [`ECHO_VALUES`] and [`ECHO_BYTES`].
+#[derive(Default)]
+pub struct Budget {
+    pub values: Vec<String>,
+    bytes: usize,
+    /// Set once a Secret held more than the budget takes.
+    pub withheld: bool,
+}
+
+impl Budget {
+    fn take(&mut self, value: String) {
+        if self.withheld || value.is_empty() || self.values.contains(&value) {
+            return;
         }
-        Echoable::Namespaced(name) => {
+        if self.values.len() == ECHO_VALUES || self.bytes + value.len() > ECHO_BYTES {
+            self.withheld = true;
+            self.values.clear();
+            return;
+        }
+        self.bytes += value.len();
+        self.values.push(value);
+    }
+}
+
+/// The values of every Secret of `echoable` (each named once), within the [`Budget`]; reading
+/// stops once it is spent.
+pub(super) async fn within_budget<K: Managed>(
+    cx: &Cx<'_, K>,
+    mut echoable: Vec<Echoable>,
+) -> Budget {
+    echoable.sort();
+    echoable.dedup();
+    let mut budget = Budget::default();
+    for one in &echoable {
+        for value in values(cx, one).await {
+            budget.take(value);
+        }
+        if budget.withheld {
+            debug!(
+                kind = K::KIND,
+                "the Secrets an API error could quote hold more than one failure conceals; its message is withheld"
+            );
+            break;
+        }
+    }
+    budget
+}
+
+/// The texts `echoable` holds at the keys it names, each with the strings and numbers inside
+/// it when it is a JSON document (a header inside `custom_headers`); nothing when it cannot be
+/// read.
+async fn values<K: Managed>(cx: &Cx<'_, K>, echoable: &Echoable) -> Vec<String> {
+    let (read, keys) = match echoable {
+        Echoable::Delivered { name, keys } => {
+            let namespace = cx.namespace();
+            if let Cached::Found(None) = cx.ctx.secrets.delivered(&namespace, name).await {
+                return Vec::new();
+            }
+            cx.ctx.secrets.fell_back("echo");
+            let read = super::secret_delivery::secrets(cx).get_opt(name).await;
+            let ours = read.map(|found| found.filter(delivered_by_aigw).map(Arc::new));
+            (ours, keys.iter().map(|k| k.to_string()).collect())
+        }
+        Echoable::Namespaced { name, key } => {
             let namespace = cx.namespace();
             let secrets = &cx.ctx.secrets;
-            secrets
+            let read = secrets
                 .values(cx.ctx, &namespace, name, Reader::Namespaced)
-                .await
+                .await;
+            (read, vec![key.clone()])
         }
-        Echoable::ClusterReadable { name, namespace } => {
+        Echoable::ClusterReadable {
+            name,
+            namespace,
+            key,
+        } => {
             let own = cx.ctx.connections.secret_namespace();
-            match own.filter(|own| namespace.as_deref().is_none_or(|given| given == *own)) {
-                Some(own) => {
-                    let secrets = &cx.ctx.secrets;
-                    secrets.values(cx.ctx, own, name, Reader::Cluster).await
-                }
-                None => Ok(None),
-            }
+            let read =
+                match own.filter(|own| namespace.as_deref().is_none_or(|given| given == *own)) {
+                    Some(own) => {
+                        let secrets = &cx.ctx.secrets;
+                        secrets.values(cx.ctx, own, name, Reader::Cluster).await
+                    }
+                    None => Ok(None),
+                };
+            (read, key.iter().cloned().collect())
         }
     };
     match read {
-        Ok(secret) => secret.map(|s| texts(&s)).unwrap_or_default(),
+        Ok(secret) => secret.map(|s| texts(&s, &keys)).unwrap_or_default(),
         Err(e) => {
             debug!(kind = K::KIND, ?echoable, error = %e, "cannot read a Secret an API error could quote; its values stay unknown to this reconcile");
             Vec::new()
@@ -77,10 +159,22 @@ pub(super) async fn values<K: Managed>(cx: &Cx<'_, K>, echoable: &Echoable) -> V
     }
 }
 
-/// Every UTF-8 value of `secret`, with what a JSON value holds.
-fn texts(secret: &Secret) -> Vec<String> {
+/// True for a Secret aigw wrote (labelled `app.kubernetes.io/managed-by=aigw`).
+fn delivered_by_aigw(secret: &Secret) -> bool {
+    let labels = secret.metadata.labels.as_ref();
+    labels
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .map(String::as_str)
+        == Some(MANAGED_BY)
+}
+
+/// Every UTF-8 value of `secret` at `keys` (every key when `keys` is empty), with what a JSON
+/// value holds.
+fn texts(secret: &Secret, keys: &[String]) -> Vec<String> {
     let mut texts = Vec::new();
-    for bytes in secret.data.iter().flat_map(|data| data.values()) {
+    let named = |key: &String| keys.is_empty() || keys.contains(key);
+    let data = secret.data.iter().flat_map(|data| data.iter());
+    for (_, bytes) in data.filter(|(key, _)| named(key)) {
         if let Ok(text) = std::str::from_utf8(&bytes.0) {
             if let Ok(json @ (Value::Object(_) | Value::Array(_))) = serde_json::from_str(text) {
                 texts.extend(leaves(&json));
@@ -129,10 +223,29 @@ mod tests {
             ),
             ..Default::default()
         };
-        let found = texts(&secret);
+        let found = texts(&secret, &[]);
         for expected in ["sk-live-123", "Bearer tok-9", "4711"] {
             assert!(found.iter().any(|t| t == expected), "{expected}: {found:?}");
         }
         assert_eq!(found.len(), 4, "{found:?}");
+        let named = texts(&secret, &["api-key".to_string()]);
+        assert_eq!(named, ["sk-live-123"]);
+    }
+
+    #[test]
+    fn a_budget_takes_each_value_once_and_withholds_past_its_bounds() {
+        let mut budget = Budget::default();
+        budget.take("a".repeat(10));
+        budget.take("a".repeat(10));
+        assert_eq!(budget.values.len(), 1);
+        for n in 1..ECHO_VALUES {
+            budget.take(format!("value-{n}"));
+        }
+        assert!(!budget.withheld);
+        budget.take("one too many".into());
+        assert!(budget.withheld && budget.values.is_empty());
+        let mut budget = Budget::default();
+        budget.take("x".repeat(ECHO_BYTES + 1));
+        assert!(budget.withheld);
     }
 }

@@ -889,7 +889,8 @@ impl<'a, K: Managed> Cx<'a, K> {
         // API's error may echo one), and the Connections' Secrets.
         concealed.extend(self.ctx.secret_values.of(&object_key(self.object)));
         concealed.extend(self.ctx.connections.secret_values());
-        sanitize_message(&crate::api::concealment::conceal(message, &concealed))
+        let scanned = super::status::scanned_part(message);
+        sanitize_message(&crate::api::concealment::conceal(&scanned, &concealed))
     }
 
     /// `message`, a failure about to be recorded, published or logged, scrubbed as
@@ -897,18 +898,35 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// quote, though this reconcile did not read them, are concealed too
     /// ([`Managed::echoable`], [`super::echoes`]): read once per reconcile, and only when it
     /// fails.
+    ///
+    /// Those values are bounded per failure ([`super::echoes::Budget`]): past the bound the
+    /// message is withheld whole ([`super::echoes::WITHHELD`]), here and in what the
+    /// controller's error policy logs of this failure.
     pub async fn scrub_failure(&self, message: &str) -> String {
+        let key = object_key(self.object);
         if !self
             .echoes_concealed
             .swap(true, std::sync::atomic::Ordering::SeqCst)
         {
-            for echoable in self.object.echoable(self.ctx) {
-                for value in super::echoes::values(self, &echoable).await {
-                    self.conceal(&value);
-                }
-            }
+            let budget = super::echoes::within_budget(self, self.object.echoable(self.ctx)).await;
+            let kept = (!budget.withheld).then_some(budget.values);
+            self.ctx.secret_values.keep_echoes(&key, kept);
+        }
+        if self.ctx.secret_values.withholds(&key) {
+            return super::echoes::WITHHELD.into();
         }
         self.scrub(message)
+    }
+
+    /// [`Self::scrub_failure`] of `error`'s message when it may quote an answer
+    /// ([`Halt::may_quote_an_answer`]); [`Self::scrub`] of one the operator wrote from the
+    /// object and its caches alone, which reads no Secret for it.
+    pub async fn scrub_halt(&self, error: &Halt) -> String {
+        let message = error.to_string();
+        match error.may_quote_an_answer() {
+            true => self.scrub_failure(&message).await,
+            false => self.scrub(&message),
+        }
     }
 
     /// True when this reconcile has not written its object (so far): no status, intent,

@@ -383,6 +383,8 @@ async fn apply<K: Managed>(
 ) -> Result<Action, Halt> {
     let key = object_key(object);
     let before = object.status().cloned();
+    // What an earlier failure read to conceal is its own: this reconcile reads again if it fails.
+    ctx.secret_values.forget_echoes(&key);
     let cx = Cx::new(ctx, objects.clone(), object).taking(taking);
     let mut status = before.clone().unwrap_or_default();
     let ending = run(&cx, &key, before.as_ref(), &mut status, unreached).await;
@@ -481,7 +483,7 @@ async fn run<K: Managed>(
                 return Ending::Refused(throttled);
             }
             Err(e) => {
-                let error = cx.scrub_failure(&e.to_string()).await;
+                let error = cx.scrub_halt(&e).await;
                 debug!(kind = K::KIND, object = %key, %error, "read-only refresh failed");
             }
             Ok(_) => {}
@@ -547,7 +549,7 @@ async fn record_failure<K: Managed>(
     let ctx = cx.ctx;
     let generation = cx.object.meta().generation;
     let reason = error.category();
-    let message = cx.scrub_failure(&error.to_string()).await;
+    let message = cx.scrub_halt(error).await;
     let previous_reason = before.and_then(|s| {
         find_condition(s.conditions(), READY)
             .filter(|c| c.status == "False")
@@ -584,6 +586,7 @@ async fn record_failure<K: Managed>(
 
 async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Halt> {
     let key = object_key(object);
+    ctx.secret_values.forget_echoes(&key);
     let cx = Cx::new(ctx, objects.clone(), object);
     // Neither Observe nor `deletionPolicy: Orphan` calls the API (only Kubernetes leftovers
     // are handled): they go even when the Connection is gone.
@@ -641,7 +644,7 @@ async fn cleanup_failed<K: Managed>(
         Halt::Wait(Wait::DryRun { reason, message }) => Ok(would(cx, key, reason, &message).await),
         error if error.records_nothing() => Err(error),
         error => {
-            let message = cx.scrub_failure(&error.to_string()).await;
+            let message = cx.scrub_halt(&error).await;
             record_waiting_deletion(cx, &error, &message).await;
             publish(ctx, object, EventType::Warning, error.category(), &message).await;
             Err(error)

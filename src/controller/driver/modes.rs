@@ -264,7 +264,7 @@ pub(super) async fn cleanup_as_orphan<K: Managed>(object: &K, cx: &Cx<'_, K>) ->
     if error.records_nothing() {
         return Err(error);
     }
-    let message = cx.scrub_failure(&error.to_string()).await;
+    let message = cx.scrub_halt(&error).await;
     publish(
         cx.ctx,
         object,

@@ -168,6 +168,27 @@ pub fn worth_writing<S: CommonStatus>(before: Option<&S>, after: &S) -> bool {
 /// Makes a message fit for a condition, an event or a log line: the value after any
 /// secret-looking key hidden (an API error may echo a request field; the keys are those of
 /// [`crate::api::secret_fields`]), one line, bounded length.
+/// `message` with its whitespace collapsed and cut to at most [`SCANNED_CHARS`] characters, at
+/// a space, as it is given to [`crate::api::concealment::conceal`] before
+/// [`sanitize_message`]: looking for a value in a text costs in proportion to its length, and
+/// only the first 900 characters of one line are kept. Collapsed first, so that a run of
+/// whitespace cannot push a value past the cut while the collapsed line would show its start;
+/// cut at a space, so that the word the cut falls in (a value, perhaps) goes whole.
+pub fn scanned_part(message: &str) -> String {
+    let one_line = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(SCANNED_CHARS) {
+        Some((at, _)) => {
+            let kept = &one_line[..at];
+            kept[..kept.rfind(' ').unwrap_or(0)].to_string()
+        }
+        None => one_line,
+    }
+}
+
+/// How much of a message is looked at ([`scanned_part`]): more than twice what
+/// [`sanitize_message`] keeps.
+pub const SCANNED_CHARS: usize = 2048;
+
 pub fn sanitize_message(message: &str) -> String {
     let one_line: String = message.split_whitespace().collect::<Vec<_>>().join(" ");
     let one_line = crate::api::secret_fields::redact_text(&one_line);
@@ -293,6 +314,25 @@ pub(crate) use common_status;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_scanned_part_is_one_line_cut_at_a_space() {
+        assert_eq!(scanned_part("a\n\n  b\tc"), "a b c");
+        let value = "k".repeat(40);
+        let long = format!("{} {value} tail", "w".repeat(SCANNED_CHARS - 10));
+        let scanned = scanned_part(&long);
+        assert_eq!(
+            scanned,
+            "w".repeat(SCANNED_CHARS - 10),
+            "the word the cut falls in goes whole"
+        );
+        let spaced = format!("start{}{value}", " ".repeat(5000));
+        assert_eq!(
+            scanned_part(&spaced),
+            format!("start {value}"),
+            "whitespace cannot push a value past the cut"
+        );
+    }
 
     /// The condition `type_` of `conditions`.
     fn find<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {

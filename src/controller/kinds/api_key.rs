@@ -135,7 +135,10 @@ impl Verbs for ApiKey {
     /// The key it was delivered: an update or delete refused after a restart may quote it,
     /// and no reconcile of this process handled it.
     fn echoable(&self, _ctx: &crate::controller::Context) -> Vec<Echoable> {
-        vec![Echoable::Delivered(self.spec.secret_ref.name.clone())]
+        vec![Echoable::Delivered {
+            name: self.spec.secret_ref.name.clone(),
+            keys: &[SECRET_KEY],
+        }]
     }
     async fn resolve(&self, cx: &Cx<'_, Self>, status: &mut ApiKeyStatus) -> Inputs<Self> {
         let held = held_override(self, cx).await?;

@@ -155,7 +155,10 @@ impl Verbs for Config {
             .filter(|g| g.namespace() == self.namespace())
             .filter(|g| names_resource(self, &written, &***g, ReferencedKind::Guardrail))
             .flat_map(|g| &g.spec.definition.secret_refs)
-            .map(|r| Echoable::Namespaced(r.secret_key_ref.name.clone()));
+            .map(|r| Echoable::Namespaced {
+                name: r.secret_key_ref.name.clone(),
+                key: r.secret_key_ref.key.clone(),
+            });
         let organisation = ctx.stores.of::<ClusterGuardrail>().all();
         let organisation = organisation
             .iter()
@@ -164,6 +167,7 @@ impl Verbs for Config {
             .map(|r| Echoable::ClusterReadable {
                 name: r.secret_key_ref.name.clone(),
                 namespace: None,
+                key: Some(r.secret_key_ref.key.clone()),
             });
         let providers = ctx.stores.of::<Provider>().all();
         let providers = providers

@@ -68,9 +68,10 @@ impl Verbs for Deployment {
     /// The credentials it was delivered: an update or archive refused after a restart may
     /// quote them, and no reconcile of this process handled them.
     fn echoable(&self, _ctx: &crate::controller::Context) -> Vec<Echoable> {
-        vec![Echoable::Delivered(
-            self.spec.credentials_secret_ref.name.clone(),
-        )]
+        vec![Echoable::Delivered {
+            name: self.spec.credentials_secret_ref.name.clone(),
+            keys: &[CLIENT_AUTH, "username", "password"],
+        }]
     }
     /// Adopting reaches a gateway made outside aigw: everything it serves must be granted too
     /// (its workspaces; the organisation, if it is the default gateway).

@@ -100,6 +100,7 @@ impl Verbs for Integration {
                 Echoable::ClusterReadable {
                     name: named.name.clone(),
                     namespace: named.namespace.clone(),
+                    key: None,
                 }
             })
             .collect()

@@ -71,6 +71,7 @@ impl Verbs for McpServer {
             .map(|r| Echoable::ClusterReadable {
                 name: r.name,
                 namespace: r.namespace,
+                key: None,
             })
             .into_iter()
             .collect()

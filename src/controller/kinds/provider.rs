@@ -80,10 +80,12 @@ impl Verbs for Provider {
                 .map(|r| Echoable::ClusterReadable {
                     name: r.name.clone(),
                     namespace: r.namespace.clone(),
+                    key: Some(r.key.clone()),
                 });
             let refs = spec.secret_refs.iter().map(|r| Echoable::ClusterReadable {
                 name: r.secret_key_ref.name.clone(),
                 namespace: None,
+                key: Some(r.secret_key_ref.key.clone()),
             });
             key.chain(refs).collect()
         })

@@ -12,6 +12,10 @@ const PER_OBJECT: usize = 32;
 #[derive(Default)]
 pub struct SecretValues {
     by_object: Mutex<HashMap<String, VecDeque<String>>>,
+    /// What the object's last failing reconcile read of the Secrets an API error could quote
+    /// ([`crate::controller::driver::echoes`]), bounded by their budget; `None`: more than it
+    /// takes, so what is logged of the failure afterwards is withheld too.
+    echoes: Mutex<HashMap<String, Option<Vec<String>>>>,
 }
 
 impl std::fmt::Debug for SecretValues {
@@ -40,14 +44,18 @@ impl SecretValues {
         values.push_back(value.to_string());
     }
 
-    /// The values remembered for the object `key`.
+    /// The values remembered for the object `key`, with those its last failure's echoes held.
     pub fn of(&self, key: &str) -> Vec<String> {
-        self.by_object
+        let mut values: Vec<String> = self
+            .by_object
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(key)
             .map(|values| values.iter().cloned().collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let echoes = self.echoes.lock().unwrap_or_else(|e| e.into_inner());
+        values.extend(echoes.get(key).into_iter().flatten().flatten().cloned());
+        values
     }
 
     /// Forgets the object `key` (it is gone).
@@ -56,12 +64,49 @@ impl SecretValues {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
+        self.forget_echoes(key);
+    }
+
+    /// Keeps, for what is logged of the object `key`'s failure after its reconcile, the values
+    /// of the Secrets its API errors could quote (`None`: more than a failure conceals), in
+    /// place of the last failure's.
+    pub fn keep_echoes(&self, key: &str, values: Option<Vec<String>>) {
+        let mut echoes = self.echoes.lock().unwrap_or_else(|e| e.into_inner());
+        echoes.insert(key.to_string(), values);
+    }
+
+    /// Forgets what [`Self::keep_echoes`] kept for the object `key` (a reconcile begins).
+    pub fn forget_echoes(&self, key: &str) {
+        let mut echoes = self.echoes.lock().unwrap_or_else(|e| e.into_inner());
+        echoes.remove(key);
+    }
+
+    /// True when the object `key`'s last failure named more echoable Secret values than a
+    /// failure conceals: what is logged of it is withheld.
+    pub fn withholds(&self, key: &str) -> bool {
+        let echoes = self.echoes.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(echoes.get(key), Some(None))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failures_echoes_are_kept_until_the_next_reconcile_or_withheld() {
+        let values = SecretValues::default();
+        values.remember("ApiKey/ns/a", "read-value");
+        values.keep_echoes("ApiKey/ns/a", Some(vec!["echo-value".into()]));
+        assert_eq!(values.of("ApiKey/ns/a"), ["read-value", "echo-value"]);
+        assert!(!values.withholds("ApiKey/ns/a"));
+        values.forget_echoes("ApiKey/ns/a");
+        assert_eq!(values.of("ApiKey/ns/a"), ["read-value"]);
+        values.keep_echoes("ApiKey/ns/a", None);
+        assert!(values.withholds("ApiKey/ns/a"));
+        values.forget("ApiKey/ns/a");
+        assert!(!values.withholds("ApiKey/ns/a") && values.of("ApiKey/ns/a").is_empty());
+    }
 
     #[test]
     fn values_are_kept_per_object_newest_first_out_last() {

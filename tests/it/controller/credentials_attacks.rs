@@ -850,3 +850,77 @@ async fn refusals_quoting_what_a_provider_or_a_config_binds_reach_no_output() {
     h.stop().await;
     assert!(leaked.is_empty(), "values leaked:\n{}", leaked.join("\n"));
 }
+
+/// A failure whose Secrets to conceal hold more values than one message takes
+/// (`aigw::controller::driver::echoes::ECHO_VALUES`): a tenant's Config naming two guardrails of
+/// forty Secret keys each, refused by the API. Its message is withheld whole, in status and
+/// events, instead of being checked against every value (which cost the operator memory and CPU
+/// in proportion to what one tenant names, enough to lose its lease or be OOM-killed); a Config
+/// of another namespace is still made Ready.
+#[tokio::test]
+async fn a_failure_naming_more_secret_values_than_one_message_takes_is_withheld() {
+    use aigw::controller::driver::echoes::WITHHELD;
+    use aigw::resources::{Config, Guardrail};
+    let h = Harness::start_two_teams("echo-budget", Duration::from_secs(60), None).await;
+    let mut data = serde_json::Map::new();
+    for n in 0..80 {
+        data.insert(format!("k{n}"), json!(format!("value-{n:03}-Qz7Lp2Xw")));
+    }
+    h.put_secret("many", Value::Object(data), false).await;
+    for (name, keys) in [("g1", 0..40), ("g2", 40..80)] {
+        let refs: Vec<Value> = keys
+            .map(|n| {
+                json!({"path": format!("/checks/0/parameters/p{n}"),
+                       "secretKeyRef": {"name": "many", "key": format!("k{n}")}})
+            })
+            .collect();
+        let guardrail = json!({"name": name, "workspaceId": WS_A,
+            "checks": [{"id": "panw-prisma-airs.intercept", "parameters": {"profile_name": "strict"}}],
+            "secretRefs": refs});
+        support::objects::create::<Guardrail>(&h.env, name, guardrail).await;
+        h.wait_for::<Guardrail>(name, WAIT, |g| g.ready()).await;
+    }
+    h.faults(json!({"failing_routes": {support::endpoints::CONFIG_POST: 400}}))
+        .await;
+    let config = json!({"name": "over", "config": {"provider": "@openai-prod"},
+        "resourceRefs": [{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "g1"},
+                         {"path": "/input_guardrails/1", "kind": "Guardrail", "name": "g2"}]});
+    support::objects::create::<Config>(&h.env, "over", config).await;
+    let withheld = |c: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]| {
+        c.iter()
+            .any(|c| c.type_ == "Ready" && c.message == WITHHELD)
+    };
+    h.wait_for::<Config>("over", WAIT, |c| withheld(c.conditions()))
+        .await;
+    assert!(h.env.events_text().await.contains(WITHHELD));
+    h.faults(json!({})).await;
+    h.ready_configs_in_both(("mine", "theirs"), WAIT).await;
+    h.stop().await;
+}
+
+/// An API key whose `secretRef` names a Secret aigw did not deliver (refused, `SecretConflict`)
+/// makes no read of it when its failure is concealed: nothing aigw delivered can be in it, and
+/// a tenant's Secret of a mebibyte read on every failure cost the operator a GET and the
+/// concealment of all it holds.
+#[tokio::test]
+async fn a_refused_secret_aigw_never_delivered_is_not_read_to_conceal_a_failure() {
+    use aigw::resources::ApiKey;
+    let h = Harness::start("echo-theirs").await;
+    let theirs: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "theirs"},
+        "stringData": {"doc": "x".repeat(100_000)}
+    }))
+    .unwrap();
+    support::create(&h.env.api::<Secret>(), &theirs).await;
+    let key = json!({"name": "taken", "kind": "service", "scopes": ["completions.write"],
+                     "secretRef": {"name": "theirs"}});
+    support::objects::create::<ApiKey>(&h.env, "taken", key).await;
+    h.wait_for::<ApiKey>("taken", WAIT, |k| k.stalled_with("SecretConflict"))
+        .await;
+    let echo_reads = h.ctx.secrets.fallbacks().get("echo").copied().unwrap_or(0);
+    h.stop().await;
+    assert_eq!(
+        echo_reads, 0,
+        "the refused Secret was read to conceal the failure"
+    );
+}
