@@ -100,7 +100,7 @@ pub(super) async fn finish<K: Managed>(
         // and the lookup finds the object again).
         report(ctx, object, key, changes).await;
     }
-    if worth_writing(written.as_ref(), &status) {
+    if worth_writing(written.as_ref(), &status) || cx.owes_record() {
         // The result of a side effect started under an intent is never lost to a conflict.
         cx.save_status(&status).await?;
     } else if applied.is_some() && cx.wrote_nothing() {

@@ -484,6 +484,19 @@ impl<'a, K: Managed> Cx<'a, K> {
         Ok(())
     }
 
+    /// Whether this installation's record is owed to the object's status: none is recorded
+    /// yet, and the status this reconcile writes would record it ([`Self::records_installation`]).
+    /// An object claimed by its annotation alone (taken before the record was written with a
+    /// claim, as by a release from before it) gets it with its next reconcile, even when
+    /// nothing else of its status changes.
+    pub(super) fn owes_record(&self) -> bool {
+        let recorded = match self.last_saved() {
+            Some(saved) => saved.installation().is_some(),
+            None => self.object.recorded_installation().is_some(),
+        };
+        !self.ctx.dry_run && !recorded && self.records_installation()
+    }
+
     /// Whether the status this reconcile writes records this installation
     /// (`status.installation`): its status records it already, or none is recorded and the
     /// annotation names it (as read, or written by this reconcile: a claim taken by the guarded

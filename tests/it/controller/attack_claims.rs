@@ -461,3 +461,37 @@ async fn without_the_guard_a_new_object_is_taken_by_its_status_record_first() {
     drop(only);
     h.stop().await;
 }
+
+/// An object claimed by its annotation alone and in sync (as a release from before the record
+/// leaves it, its status unchanged since) gets this installation's record at the first
+/// reconcile of the operator that starts, although nothing else of its status changes: the
+/// record, which a tenant cannot rewrite, is what decides whose it is. No API write.
+#[tokio::test]
+async fn an_object_claimed_by_its_annotation_alone_is_recorded_at_the_next_start() {
+    let mut h = Harness::start("atk-record").await;
+    let configs = h.env.api::<Config>();
+    create::<Config>(&h.env, "old", routing("old")).await;
+    let made = h
+        .wait_for::<Config>("old", WAIT, |c| {
+            c.ready() && recorded(c).is_some() && claim(c).is_some()
+        })
+        .await;
+    let id = recorded(&made).unwrap();
+    h.stop_operator().await;
+    configs
+        .patch_status(
+            "old",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"installation": null}})),
+        )
+        .await
+        .unwrap();
+    h.reset_stats().await;
+    h.restart_operator().await;
+    let again = h
+        .wait_for::<Config>("old", WAIT, |c| recorded(c).is_some())
+        .await;
+    assert_eq!(recorded(&again), Some(id));
+    assert_eq!(h.remote_writes().await, 0);
+    h.stop().await;
+}
