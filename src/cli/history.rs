@@ -35,9 +35,13 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
             args.resource
         ),
     };
-    let path = args.target.kubeconfig.clone().context(
-        "aigw history reads the resource's status: pass --kubeconfig (or AIGW_KUBECONFIG)",
-    )?;
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let path = args
+        .target
+        .kubeconfig
+        .clone()
+        .or_else(|| default_kubeconfig(std::env::var_os("KUBECONFIG"), home))
+        .context("aigw history reads the resource's status: pass --kubeconfig (or AIGW_KUBECONFIG), or set KUBECONFIG")?;
     let live = live(&path).await?;
     let namespace = args
         .namespace
@@ -128,4 +132,38 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
     }
     super::write_stdout(&lines.join("\n"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The kubeconfig kubectl would read when none is given: the first file `KUBECONFIG` lists,
+/// else `~/.kube/config` when it exists.
+fn default_kubeconfig(
+    listed: Option<std::ffi::OsString>,
+    home: Option<std::path::PathBuf>,
+) -> Option<std::path::PathBuf> {
+    let listed =
+        listed.and_then(|paths| std::env::split_paths(&paths).find(|p| !p.as_os_str().is_empty()));
+    listed.or_else(|| {
+        let file = home?.join(".kube").join("config");
+        file.exists().then_some(file)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_kubeconfig;
+
+    #[test]
+    fn the_default_kubeconfig_is_kubectls() {
+        let listed = Some(std::ffi::OsString::from(":/tmp/a.yaml:/tmp/b.yaml"));
+        assert_eq!(default_kubeconfig(listed, None), Some("/tmp/a.yaml".into()));
+        let home = std::env::temp_dir().join(format!("aigw-history-home-{}", std::process::id()));
+        assert_eq!(default_kubeconfig(None, Some(home.clone())), None);
+        std::fs::create_dir_all(home.join(".kube")).unwrap();
+        std::fs::write(home.join(".kube/config"), "").unwrap();
+        assert_eq!(
+            default_kubeconfig(None, Some(home.clone())),
+            Some(home.join(".kube/config"))
+        );
+        std::fs::remove_dir_all(&home).unwrap();
+    }
 }
