@@ -626,7 +626,12 @@ impl<'a, K: Managed> Cx<'a, K> {
         if !annotations.is_empty() {
             metadata["annotations"] = annotations.into();
         }
-        if !self.finalized.load(std::sync::atomic::Ordering::SeqCst) {
+        // An object from before claims holds the shared finalizer, which is the finalizer of
+        // its claimant: this write's claim makes it this installation's, with no second one
+        // (which a downgrade to a release without them would leave on the object).
+        let shared = crate::resources::common::FINALIZER;
+        let held_once_claimed = claiming && self.object.finalizers().iter().any(|f| f == shared);
+        if !self.finalized.load(std::sync::atomic::Ordering::SeqCst) && !held_once_claimed {
             // The whole list as of that resourceVersion, plus ours: the precondition makes
             // replacing it safe.
             let mut finalizers = self.object.finalizers().to_vec();

@@ -495,3 +495,33 @@ async fn an_object_claimed_by_its_annotation_alone_is_recorded_at_the_next_start
     assert_eq!(h.remote_writes().await, 0);
     h.stop().await;
 }
+
+/// An object from before claims (the shared `aigw.io/finalizer`, no annotation, no record) is
+/// taken by a named installation without a finalizer of its own beside the shared one, which
+/// counts as its claimant's: a second one would stay on the object after a downgrade to a
+/// release without them, its deletion waiting on a finalizer nothing removes.
+#[tokio::test]
+async fn an_object_from_before_claims_gets_no_second_finalizer_when_taken() {
+    let h = without_operator("atk-shared").await;
+    let configs = h.env.api::<Config>();
+    let old = routing_config(
+        json!({"name": "old", "finalizers": ["aigw.io/finalizer"]}),
+        "old",
+    );
+    support::create(&configs, &old).await;
+    let ns = h.env.namespace.clone();
+    let one = h
+        .installation("inst-a", &format!("{CLUSTER_LABEL}={ns}"))
+        .await;
+    let taken = h
+        .wait_for::<Config>("old", WAIT, |c| c.ready() && claim(c).is_some())
+        .await;
+    assert_eq!(
+        taken.metadata.finalizers.as_deref(),
+        Some(&["aigw.io/finalizer".to_string()][..]),
+        "a second finalizer beside the shared one"
+    );
+    assert_eq!(copies(&one).await, 1);
+    drop(one);
+    h.stop().await;
+}
