@@ -174,8 +174,7 @@ impl Context {
         }
         let mut values = self.secret_values.of(key);
         values.extend(self.connections.secret_values());
-        let scanned = status::scanned_part(message);
-        status::sanitize_message(&crate::api::concealment::conceal(&scanned, &values))
+        status::scrubbed(message, &values)
     }
 
     /// What this installation does with `object` ([`installation::verdict`]), from the object and

@@ -267,6 +267,13 @@ impl Halt {
     /// caches alone (a refused or waiting reference, an invalid spec, a wait on caches, the
     /// rate limiter, the promotion gate or the lease).
     pub fn may_quote_an_answer(&self) -> bool {
+        use crate::controller::driver::verbs::STILL_REFERENCED;
+        // A removal the API refuses as in use quotes the API's reason.
+        if let Self::Fail(Error::NotAllowed { reason, .. }) = self
+            && *reason == STILL_REFERENCED
+        {
+            return true;
+        }
         !matches!(
             self,
             Self::Fail(

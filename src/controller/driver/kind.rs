@@ -19,7 +19,7 @@ use tracing::debug;
 use super::publish;
 use crate::controller::Context;
 use crate::controller::driver::gate::{Gate, Op};
-use crate::controller::driver::status::{IntentStatus, sanitize_message};
+use crate::controller::driver::status::IntentStatus;
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::process::Watchable;
 use crate::resources::common::{CREATE_INTENT_ANNOTATION, CreateIntent, Governed, Recorded};
@@ -898,6 +898,10 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// whitespace collapsed: a value with a newline, a PEM key), so trimming can neither split
     /// nor reshape one; a message quoting part of one is withheld.
     pub fn scrub(&self, message: &str) -> String {
+        // Values too many to remember or to conceal in one message: withheld whole.
+        if self.ctx.secret_values.withholds(&object_key(self.object)) {
+            return super::echoes::WITHHELD.into();
+        }
         let mut concealed = self
             .concealed
             .lock()
@@ -907,8 +911,7 @@ impl<'a, K: Managed> Cx<'a, K> {
         // API's error may echo one), and the Connections' Secrets.
         concealed.extend(self.ctx.secret_values.of(&object_key(self.object)));
         concealed.extend(self.ctx.connections.secret_values());
-        let scanned = super::status::scanned_part(message);
-        sanitize_message(&crate::api::concealment::conceal(&scanned, &concealed))
+        super::status::scrubbed(message, &concealed)
     }
 
     /// `message`, a failure about to be recorded, published or logged, scrubbed as
@@ -929,9 +932,6 @@ impl<'a, K: Managed> Cx<'a, K> {
             let budget = super::echoes::within_budget(self, self.object.echoable(self.ctx)).await;
             let kept = (!budget.withheld).then_some(budget.values);
             self.ctx.secret_values.keep_echoes(&key, kept);
-        }
-        if self.ctx.secret_values.withholds(&key) {
-            return super::echoes::WITHHELD.into();
         }
         self.scrub(message)
     }

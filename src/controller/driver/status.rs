@@ -168,26 +168,28 @@ pub fn worth_writing<S: CommonStatus>(before: Option<&S>, after: &S) -> bool {
 /// Makes a message fit for a condition, an event or a log line: the value after any
 /// secret-looking key hidden (an API error may echo a request field; the keys are those of
 /// [`crate::api::secret_fields`]), one line, bounded length.
-/// `message` with its whitespace collapsed and cut to at most [`SCANNED_CHARS`] characters, at
-/// a space, as it is given to [`crate::api::concealment::conceal`] before
-/// [`sanitize_message`]: looking for a value in a text costs in proportion to its length, and
-/// only the first 900 characters of one line are kept. Collapsed first, so that a run of
-/// whitespace cannot push a value past the cut while the collapsed line would show its start;
-/// cut at a space, so that the word the cut falls in (a value, perhaps) goes whole.
-pub fn scanned_part(message: &str) -> String {
-    let one_line = message.split_whitespace().collect::<Vec<_>>().join(" ");
-    match one_line.char_indices().nth(SCANNED_CHARS) {
-        Some((at, _)) => {
-            let kept = &one_line[..at];
-            kept[..kept.rfind(' ').unwrap_or(0)].to_string()
-        }
-        None => one_line,
+/// `message` as the operator records, publishes or logs it: every one of `values` concealed
+/// ([`crate::api::concealment::conceal`]), then one line of at most 900 characters
+/// ([`sanitize_message`]). A message longer than [`SCANNED_BYTES`] is withheld whole: looking
+/// for a value costs in proportion to the text, and a message cut before it is looked at could
+/// keep the start of a value whose end the cut took (concealing the values before it would
+/// pull that start into the 900 characters kept).
+pub fn scrubbed(message: &str, values: &[String]) -> String {
+    if message.len() > SCANNED_BYTES {
+        return TOO_LONG.into();
     }
+    let mut values = values.to_vec();
+    values.sort();
+    values.dedup();
+    sanitize_message(&crate::api::concealment::conceal(message, &values))
 }
 
-/// How much of a message is looked at ([`scanned_part`]): more than twice what
-/// [`sanitize_message`] keeps.
-pub const SCANNED_CHARS: usize = 2048;
+/// The longest message [`scrubbed`] looks at.
+pub const SCANNED_BYTES: usize = 64 * 1024;
+
+/// What a message longer than [`SCANNED_BYTES`] reads as.
+pub const TOO_LONG: &str =
+    "<the API's message was withheld: it is too long to look for secret values in>";
 
 pub fn sanitize_message(message: &str) -> String {
     let one_line: String = message.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -316,22 +318,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_scanned_part_is_one_line_cut_at_a_space() {
-        assert_eq!(scanned_part("a\n\n  b\tc"), "a b c");
-        let value = "k".repeat(40);
-        let long = format!("{} {value} tail", "w".repeat(SCANNED_CHARS - 10));
-        let scanned = scanned_part(&long);
-        assert_eq!(
-            scanned,
-            "w".repeat(SCANNED_CHARS - 10),
-            "the word the cut falls in goes whole"
-        );
-        let spaced = format!("start{}{value}", " ".repeat(5000));
-        assert_eq!(
-            scanned_part(&spaced),
-            format!("start {value}"),
-            "whitespace cannot push a value past the cut"
-        );
+    fn a_value_past_what_is_kept_is_concealed_whole_however_long_the_message() {
+        // Helper 177's message: a pad, a long value, then a value with spaces where a cut at
+        // 2,048 characters fell; concealing the long value pulled the other's start into the
+        // 900 characters kept.
+        let long: String = (0..1200).map(|n| (b'a' + (n % 26) as u8) as char).collect();
+        let spaced = "correct horse battery staple purple monkey dishwasher".to_string();
+        let body = format!("{{name:cpu-pp-671,config:{{custom_headers:{{a:{long},b:{spaced}}}}}}}");
+        // Padded so that the second value starts 20 characters before the 2,048th.
+        let at = "invalid config body: ".len() + body.find(&spaced).unwrap();
+        let message = format!("{}invalid config body: {body}", "p".repeat(2028 - at));
+        assert_eq!(message.find(&spaced), Some(2028));
+        let shown = scrubbed(&message, &[long.clone(), spaced.clone()]);
+        for word in [
+            "correct",
+            "horse",
+            "battery",
+            "staple",
+            "purple",
+            "dishwasher",
+        ] {
+            assert!(!shown.contains(word), "{word} shows: {shown}");
+        }
+        let too_long = "x ".repeat(SCANNED_BYTES);
+        assert_eq!(scrubbed(&too_long, &[long]), TOO_LONG);
     }
 
     /// The condition `type_` of `conditions`.

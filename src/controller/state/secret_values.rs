@@ -8,10 +8,25 @@ use std::sync::Mutex;
 /// How many values are remembered per object (the newest): a reconcile handles a few.
 const PER_OBJECT: usize = 32;
 
+/// How many bytes of values are remembered per object: what one message is checked against at
+/// most ([`crate::api::concealment::CONCEALED_BYTES`]). An object whose values are more is
+/// remembered as overflowed instead (no value kept): what is logged of it is withheld, and it
+/// costs the operator no copy of a tenant's large Secret values.
+pub const PER_OBJECT_BYTES: usize = crate::api::concealment::CONCEALED_BYTES;
+
+/// The values remembered for one object.
+#[derive(Default)]
+struct Remembered {
+    values: VecDeque<String>,
+    bytes: usize,
+    /// Set once its values were more than [`PER_OBJECT_BYTES`]; none are kept then.
+    overflowed: bool,
+}
+
 /// Values by object key (`Kind/namespace/name`). Its `Debug` shows no value.
 #[derive(Default)]
 pub struct SecretValues {
-    by_object: Mutex<HashMap<String, VecDeque<String>>>,
+    by_object: Mutex<HashMap<String, Remembered>>,
     /// What the object's last failing reconcile read of the Secrets an API error could quote
     /// ([`crate::controller::driver::echoes`]), bounded by their budget; `None`: more than it
     /// takes, so what is logged of the failure afterwards is withheld too.
@@ -34,14 +49,24 @@ impl SecretValues {
             return;
         }
         let mut by_object = self.by_object.lock().unwrap_or_else(|e| e.into_inner());
-        let values = by_object.entry(key.to_string()).or_default();
-        if values.iter().any(|v| v == value) {
+        let kept = by_object.entry(key.to_string()).or_default();
+        if kept.overflowed || kept.values.iter().any(|v| v == value) {
             return;
         }
-        if values.len() == PER_OBJECT {
-            values.pop_front();
+        if kept.values.len() == PER_OBJECT
+            && let Some(oldest) = kept.values.pop_front()
+        {
+            kept.bytes -= oldest.len();
         }
-        values.push_back(value.to_string());
+        if kept.bytes + value.len() > PER_OBJECT_BYTES {
+            *kept = Remembered {
+                overflowed: true,
+                ..Remembered::default()
+            };
+            return;
+        }
+        kept.bytes += value.len();
+        kept.values.push_back(value.to_string());
     }
 
     /// The values remembered for the object `key`, with those its last failure's echoes held.
@@ -51,7 +76,7 @@ impl SecretValues {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(key)
-            .map(|values| values.iter().cloned().collect())
+            .map(|kept| kept.values.iter().cloned().collect())
             .unwrap_or_default();
         let echoes = self.echoes.lock().unwrap_or_else(|e| e.into_inner());
         values.extend(echoes.get(key).into_iter().flatten().flatten().cloned());
@@ -81,9 +106,15 @@ impl SecretValues {
         echoes.remove(key);
     }
 
-    /// True when the object `key`'s last failure named more echoable Secret values than a
-    /// failure conceals: what is logged of it is withheld.
+    /// True when what is said of the object `key` is withheld whole: its values were more
+    /// than are remembered ([`PER_OBJECT_BYTES`]), or its last failure named more echoable
+    /// Secret values than a failure conceals.
     pub fn withholds(&self, key: &str) -> bool {
+        let by_object = self.by_object.lock().unwrap_or_else(|e| e.into_inner());
+        if by_object.get(key).is_some_and(|kept| kept.overflowed) {
+            return true;
+        }
+        drop(by_object);
         let echoes = self.echoes.lock().unwrap_or_else(|e| e.into_inner());
         matches!(echoes.get(key), Some(None))
     }
@@ -92,6 +123,20 @@ impl SecretValues {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_object_whose_values_outgrow_the_bound_keeps_none_and_is_withheld() {
+        let values = SecretValues::default();
+        values.remember("Config/ns/a", &"v".repeat(PER_OBJECT_BYTES / 2));
+        assert!(!values.withholds("Config/ns/a"));
+        values.remember("Config/ns/a", &"w".repeat(PER_OBJECT_BYTES / 2 + 1));
+        assert!(values.withholds("Config/ns/a"));
+        assert!(values.of("Config/ns/a").is_empty(), "no copy is kept");
+        values.remember("Config/ns/a", "small");
+        assert!(values.of("Config/ns/a").is_empty() && values.withholds("Config/ns/a"));
+        values.forget("Config/ns/a");
+        assert!(!values.withholds("Config/ns/a"));
+    }
 
     #[test]
     fn a_failures_echoes_are_kept_until_the_next_reconcile_or_withheld() {
