@@ -2,8 +2,8 @@
 //! that outlives its reconcile (logged by the controller's `error_policy`, or a later reconcile's
 //! message) is concealed as the reconcile's own messages were ([`crate::api::concealment`]).
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
 
 /// How many values are remembered per object (the newest): a reconcile handles a few.
 const PER_OBJECT: usize = 32;
@@ -17,16 +17,24 @@ pub const PER_OBJECT_BYTES: usize = crate::api::concealment::CONCEALED_BYTES;
 /// The values remembered for one object.
 #[derive(Default)]
 struct Remembered {
-    values: VecDeque<String>,
+    values: VecDeque<Arc<str>>,
     bytes: usize,
     /// Set once its values were more than [`PER_OBJECT_BYTES`]; none are kept then.
     overflowed: bool,
 }
 
+/// Each object's values, and every value remembered, held once however many objects remember it
+/// (the Configs of a team that all name one Secret).
+#[derive(Default)]
+struct Held {
+    by_object: HashMap<String, Remembered>,
+    pool: HashSet<Arc<str>>,
+}
+
 /// Values by object key (`Kind/namespace/name`). Its `Debug` shows no value.
 #[derive(Default)]
 pub struct SecretValues {
-    by_object: Mutex<HashMap<String, Remembered>>,
+    held: Mutex<Held>,
     /// What the object's last failing reconcile read of the Secrets an API error could quote
     /// ([`crate::controller::driver::echoes`]), bounded by their budget; `None`: more than it
     /// takes, so what is logged of the failure afterwards is withheld too.
@@ -35,7 +43,7 @@ pub struct SecretValues {
 
 impl std::fmt::Debug for SecretValues {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let objects = self.by_object.lock().map_or(0, |m| m.len());
+        let objects = self.held.lock().map_or(0, |m| m.by_object.len());
         f.debug_struct("SecretValues")
             .field("objects", &objects)
             .finish()
@@ -48,35 +56,49 @@ impl SecretValues {
         if value.is_empty() {
             return;
         }
-        let mut by_object = self.by_object.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let Held { by_object, pool } = &mut *guard;
         let kept = by_object.entry(key.to_string()).or_default();
-        if kept.overflowed || kept.values.iter().any(|v| v == value) {
+        if kept.overflowed || kept.values.iter().any(|v| &**v == value) {
             return;
         }
         if kept.values.len() == PER_OBJECT
             && let Some(oldest) = kept.values.pop_front()
         {
             kept.bytes -= oldest.len();
+            release(pool, oldest);
         }
         if kept.bytes + value.len() > PER_OBJECT_BYTES {
+            for dropped in std::mem::take(&mut kept.values) {
+                release(pool, dropped);
+            }
             *kept = Remembered {
                 overflowed: true,
                 ..Remembered::default()
             };
             return;
         }
+        let shared = match pool.get(value) {
+            Some(shared) => shared.clone(),
+            None => {
+                let shared: Arc<str> = Arc::from(value);
+                pool.insert(shared.clone());
+                shared
+            }
+        };
         kept.bytes += value.len();
-        kept.values.push_back(value.to_string());
+        kept.values.push_back(shared);
     }
 
     /// The values remembered for the object `key`, with those its last failure's echoes held.
     pub fn of(&self, key: &str) -> Vec<String> {
         let mut values: Vec<String> = self
-            .by_object
+            .held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .by_object
             .get(key)
-            .map(|kept| kept.values.iter().cloned().collect())
+            .map(|kept| kept.values.iter().map(|v| v.to_string()).collect())
             .unwrap_or_default();
         let echoes = self.echoes.lock().unwrap_or_else(|e| e.into_inner());
         values.extend(echoes.get(key).into_iter().flatten().flatten().cloned());
@@ -85,10 +107,16 @@ impl SecretValues {
 
     /// Forgets the object `key` (it is gone).
     pub fn forget(&self, key: &str) {
-        self.by_object
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+        let mut guard = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let Held { by_object, pool } = &mut *guard;
+        for dropped in by_object
+            .remove(key)
+            .into_iter()
+            .flat_map(|kept| kept.values)
+        {
+            release(pool, dropped);
+        }
+        drop(guard);
         self.forget_echoes(key);
     }
 
@@ -110,19 +138,50 @@ impl SecretValues {
     /// than are remembered ([`PER_OBJECT_BYTES`]), or its last failure named more echoable
     /// Secret values than a failure conceals.
     pub fn withholds(&self, key: &str) -> bool {
-        let by_object = self.by_object.lock().unwrap_or_else(|e| e.into_inner());
-        if by_object.get(key).is_some_and(|kept| kept.overflowed) {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.by_object.get(key).is_some_and(|kept| kept.overflowed) {
             return true;
         }
-        drop(by_object);
+        drop(held);
         let echoes = self.echoes.lock().unwrap_or_else(|e| e.into_inner());
         matches!(echoes.get(key), Some(None))
+    }
+}
+
+/// Lets go of `value`, one object's copy of a remembered value: the pool's too once no object
+/// remembers it.
+fn release(pool: &mut HashSet<Arc<str>>, value: Arc<str>) {
+    // The pool's reference and this one: nobody else holds it.
+    if Arc::strong_count(&value) == 2 {
+        pool.remove(&*value);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_many_objects_remember_is_held_once() {
+        let values = SecretValues::default();
+        for n in 0..100 {
+            values.remember(&format!("Config/ns/c{n}"), "shared-team-key-1234");
+        }
+        values.remember("Config/ns/c0", "own-value-5678");
+        let pool = |values: &SecretValues| values.held.lock().unwrap().pool.len();
+        assert_eq!(pool(&values), 2);
+        assert_eq!(values.of("Config/ns/c7"), ["shared-team-key-1234"]);
+        for n in 0..99 {
+            values.forget(&format!("Config/ns/c{n}"));
+        }
+        assert_eq!(
+            pool(&values),
+            1,
+            "the last object still remembers the shared value"
+        );
+        values.forget("Config/ns/c99");
+        assert_eq!(pool(&values), 0);
+    }
 
     #[test]
     fn an_object_whose_values_outgrow_the_bound_keeps_none_and_is_withheld() {
