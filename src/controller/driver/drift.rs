@@ -141,6 +141,10 @@ pub struct Drift {
     /// The objects this process has looked at, by a hash of their key (8 bytes each, not the
     /// key): the first look checks the inputs (a change made while aigw was away).
     seen: Mutex<HashSet<u64>>,
+    /// The objects whose spec stall this process recorded or tried, by a hash of their key: a
+    /// stall an earlier process recorded (an older release, which may have sent the spec
+    /// differently, or an API that refused it then) is tried once more ([`Drift::tried_stall`]).
+    stalls_tried: Mutex<HashSet<u64>>,
     /// Where the full reads' wheel starts: an object's full read falls at
     /// `epoch + phase × interval`, then once per interval ([`Drift::full_read_falls`]).
     epoch: Instant,
@@ -208,6 +212,7 @@ impl Drift {
             inputs: Mutex::default(),
             written: Mutex::default(),
             seen: Mutex::default(),
+            stalls_tried: Mutex::default(),
             epoch: Instant::now(),
             full_read: Mutex::default(),
             read: Mutex::default(),
@@ -393,6 +398,13 @@ impl Drift {
         !lock(&self.seen).contains(&key_hash(key))
     }
 
+    /// True when this process recorded or tried the spec stall of `key` already; notes it as
+    /// tried. A stall recorded by an earlier process is tried once (the stall waits for a spec
+    /// change, a 400 staying a 400, but a new release may send the spec differently).
+    pub fn tried_stall(&self, key: &str) -> bool {
+        !lock(&self.stalls_tried).insert(key_hash(key))
+    }
+
     /// The object is gone: forget its schedule.
     pub fn forget(&self, key: &str) {
         lock(&self.read).remove(key);
@@ -402,6 +414,7 @@ impl Drift {
         lock(&self.replaced).by_key.remove(key);
         lock(&self.cleaned).remove(key);
         lock(&self.seen).remove(&key_hash(key));
+        lock(&self.stalls_tried).remove(&key_hash(key));
     }
 
     /// The cleanup of `key` is done for the object `meta` describes, at its generation:
@@ -1214,6 +1227,22 @@ mod tests {
         assert_eq!(interval("Config", "slow"), 3600);
         assert!(!metrics.encode().contains(r#"connection="slow""#));
         assert_eq!(interval("Config", "unlimited"), 3600);
+    }
+
+    #[test]
+    fn a_stall_is_tried_once_per_process_until_the_object_goes() {
+        let drift = Drift::new(DriftSettings::new(Duration::from_secs(60)));
+        assert!(
+            !drift.tried_stall("a"),
+            "an earlier process's stall is tried"
+        );
+        assert!(drift.tried_stall("a"));
+        assert!(!drift.tried_stall("b"));
+        drift.forget("a");
+        assert!(
+            !drift.tried_stall("a"),
+            "a new object of the name starts afresh"
+        );
     }
 
     #[test]

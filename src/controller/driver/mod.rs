@@ -475,6 +475,15 @@ async fn run<K: Managed>(
     let stalled = before
         .filter(|s| !s.has_intent())
         .and_then(|s| stalled_on_this_generation(s.conditions(), generation));
+    // A stall recorded before this process started is tried once: the release that recorded it
+    // (or the API then) may have been what refused the spec.
+    let stalled = match stalled {
+        Some(reason) if !ctx.drift.tried_stall(key) => {
+            debug!(kind = K::KIND, object = %key, %reason, "stalled before this process started; trying its spec once more");
+            None
+        }
+        stalled => stalled,
+    };
     if let Some(reason) = stalled {
         debug!(kind = K::KIND, object = %key, %reason, "stalled on this generation; refreshing what it observes, read-only");
         match K::observe_only(object, cx, status).await {
@@ -576,6 +585,8 @@ async fn record_failure<K: Managed>(
         message,
     };
     record_outcome(status.conditions_mut(), &outcome, generation);
+    // Recorded by this process: not tried again until its spec changes.
+    ctx.drift.tried_stall(key);
     if error.recheck_while_stalled() {
         Action::requeue(delay.min(jittered(ctx.drift_interval)))
     } else {

@@ -280,6 +280,55 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
 }
 
 #[tokio::test]
+async fn a_stall_recorded_before_the_operator_started_is_tried_once_more() {
+    // An older release (or the API then) refused the spec: a new operator tries it once, then
+    // holds the stall again until the spec changes.
+    let mut h = Harness::start("ctl-stall-start").await;
+    let post = "POST /ai_gw/v2/policies/rate-limits";
+    h.faults(json!({"failing_routes": {post: 400}})).await;
+    let policies = h.env.api::<RateLimitsPolicy>();
+    support::create(&policies, &policy("refused", policy_spec("refused"))).await;
+    support::create(&policies, &policy("still", policy_spec("still"))).await;
+    for name in ["refused", "still"] {
+        h.wait_for::<RateLimitsPolicy>(name, WAIT, |p| p.is_true("Stalled"))
+            .await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let posts = h.count(post).await;
+    assert!(
+        (2..=4).contains(&posts),
+        "each stalled object is tried once or twice: {posts} POSTs"
+    );
+
+    // Restarted while the API still refuses: one more try each, and the stall holds.
+    h.restart_operator().await;
+    support::wait_until(WAIT, || async {
+        (h.count(post).await >= posts + 2).then_some(())
+    })
+    .await
+    .expect("a stall recorded by the earlier process was not tried again");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.count(post).await,
+        posts + 2,
+        "tried once each, not retried"
+    );
+    let held = policies.get("still").await.unwrap();
+    assert!(held.is_true("Stalled"));
+
+    // Restarted once the API takes the spec: Ready without a spec change.
+    h.faults(json!({})).await;
+    h.restart_operator().await;
+    for name in ["refused", "still"] {
+        let ready = h
+            .wait_for::<RateLimitsPolicy>(name, WAIT, |p| p.is_true("Ready"))
+            .await;
+        assert_eq!(ready.metadata.generation, held.metadata.generation);
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn server_errors_and_rate_limits_are_recovered_from() {
     let h = Harness::start("ctl-faults").await;
     // Every call fails until one has: six calls at 0.3 all passed one run in nine.
