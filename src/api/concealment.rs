@@ -285,8 +285,13 @@ impl Haystack {
 /// whitespace collapsed where a value came back so. A message that still carries a value (in
 /// an encoding of a longer text) or quotes part of one is withheld whole, and so is any message
 /// when `values` hold more than [`CONCEALED_BYTES`] ([`TOO_MANY_TO_CHECK`]).
-pub fn conceal(message: &str, values: &[String]) -> String {
-    if values.iter().map(String::len).sum::<usize>() > CONCEALED_BYTES {
+pub fn conceal<S: AsRef<str>>(message: &str, values: &[S]) -> String {
+    let values: Vec<&str> = values.iter().map(AsRef::as_ref).collect();
+    conceal_each(message, &values)
+}
+
+fn conceal_each(message: &str, values: &[&str]) -> String {
+    if values.iter().map(|v| v.len()).sum::<usize>() > CONCEALED_BYTES {
         return TOO_MANY_TO_CHECK.into();
     }
     let mut forms_of: Vec<(String, usize)> = values
@@ -656,7 +661,7 @@ fn unquoted_words(message: &str) -> Vec<(String, usize)> {
 /// `message` with every word masked around stars that gives away a value's ends replaced by
 /// [`SECRET`]: at least [`MASK_RUN`] masking characters, the characters before them starting a
 /// value or those after them ending it, 3 characters or more of it in all (any letter case).
-fn star_masked(message: &str, values: &[String]) -> String {
+fn star_masked(message: &str, values: &[&str]) -> String {
     let values: Vec<String> = values
         .iter()
         .filter(|value| value.chars().count() >= ANYWHERE)
@@ -882,11 +887,11 @@ mod tests {
         assert!(!holds("HTTP 1 error at 7 places", "7"));
         assert!(!holds("about", "ab"));
         assert_eq!(
-            conceal("pin 123 rejected for 1234", &["123".into()]),
+            conceal("pin 123 rejected for 1234", &["123"]),
             "pin <secret> rejected for 1234"
         );
         assert_eq!(
-            conceal("value '7' at line 7", &["7".into()]),
+            conceal("value '7' at line 7", &["7"]),
             "value '<secret>' at line 7"
         );
     }

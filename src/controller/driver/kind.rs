@@ -9,6 +9,7 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 
+use crate::api::concealment::CONCEALED_BYTES;
 use crate::controller::driver::status::CommonStatus;
 use kube::ResourceExt;
 use kube::core::object::HasStatus;
@@ -348,6 +349,34 @@ macro_rules! cluster_api {
 }
 pub(crate) use cluster_api;
 
+/// The values a reconcile conceals, each once, as long as they are within what one message
+/// is looked at for ([`CONCEALED_BYTES`]): past it none is kept, as every message is withheld
+/// then ([`crate::api::concealment::TOO_MANY_TO_CHECK`]), and a Secret of a mebibyte is not
+/// copied again for each message.
+#[derive(Default)]
+struct Concealed {
+    values: Vec<String>,
+    bytes: usize,
+    past_bound: bool,
+}
+
+impl Concealed {
+    fn keep(&mut self, value: &str) {
+        if self.past_bound || self.values.iter().any(|kept| kept == value) {
+            return;
+        }
+        if self.bytes + value.len() > CONCEALED_BYTES {
+            *self = Self {
+                past_bound: true,
+                ..Self::default()
+            };
+            return;
+        }
+        self.bytes += value.len();
+        self.values.push(value.to_string());
+    }
+}
+
 /// What a kind's apply/cleanup may use: the gate to the management API for this object (the
 /// only way to its client), the Kubernetes client, and status writes guarded by the
 /// resourceVersion this reconcile last saw.
@@ -364,7 +393,7 @@ pub struct Cx<'a, K: Managed> {
     /// cluster holds now rather than what the reconcile started from.
     saved: std::sync::Mutex<Option<K::Status>>,
     /// Values no message of this reconcile may carry ([`Cx::conceal`]).
-    concealed: std::sync::Mutex<Vec<String>>,
+    concealed: std::sync::Mutex<Concealed>,
     /// Set once this reconcile concealed the values of its object's echoable Secrets
     /// ([`Cx::scrub_failure`]).
     echoes_concealed: std::sync::atomic::AtomicBool,
@@ -886,7 +915,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             self.concealed
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(value.to_string());
+                .keep(value);
             self.ctx
                 .secret_values
                 .remember(&object_key(self.object), value);
@@ -902,16 +931,20 @@ impl<'a, K: Managed> Cx<'a, K> {
         if self.ctx.secret_values.withholds(&object_key(self.object)) {
             return super::echoes::WITHHELD.into();
         }
-        let mut concealed = self
-            .concealed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let concealed = self.concealed.lock().unwrap_or_else(|e| e.into_inner());
+        if concealed.past_bound {
+            return super::status::scrubbed_past_bound(message);
+        }
         // What earlier reconciles of the object handled (a cleanup reads no Secret, yet its
         // API's error may echo one), and the Connections' Secrets.
-        concealed.extend(self.ctx.secret_values.of(&object_key(self.object)));
-        concealed.extend(self.ctx.connections.secret_values());
-        super::status::scrubbed(message, &concealed)
+        let remembered = self.ctx.secret_values.of(&object_key(self.object));
+        let connections = self.ctx.connections.secret_values();
+        let values: Vec<&str> = (concealed.values.iter())
+            .chain(&remembered)
+            .chain(&connections)
+            .map(String::as_str)
+            .collect();
+        super::status::scrubbed(message, &values)
     }
 
     /// `message`, a failure about to be recorded, published or logged, scrubbed as
@@ -1066,7 +1099,31 @@ pub fn object_key<K: Managed>(object: &K) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::{CONCEALED_BYTES, Concealed};
     use crate::api::concealment::conceal as conceal_in;
+
+    #[test]
+    fn a_reconcile_keeps_each_value_once_and_none_past_the_bound() {
+        let mut concealed = Concealed::default();
+        concealed.keep("token-1");
+        concealed.keep("token-1");
+        assert_eq!(concealed.values, ["token-1"]);
+        let big = "x".repeat(CONCEALED_BYTES / 2);
+        concealed.keep(&big);
+        assert_eq!(concealed.values.len(), 2);
+        concealed.keep(&"y".repeat(CONCEALED_BYTES / 2));
+        assert!(concealed.past_bound);
+        assert!(concealed.values.is_empty(), "nothing copied past the bound");
+        concealed.keep("token-2");
+        assert!(concealed.values.is_empty());
+        // What a scrub says then is what one over every value would say.
+        let message = "refused: bad key";
+        let values = ["token-1".to_string(), big, "y".repeat(CONCEALED_BYTES / 2)];
+        assert_eq!(
+            crate::controller::driver::status::scrubbed_past_bound(message),
+            crate::controller::driver::status::scrubbed(message, &values)
+        );
+    }
 
     #[test]
     fn concealed_values_go_before_the_message_is_reshaped() {

@@ -174,14 +174,23 @@ pub fn worth_writing<S: CommonStatus>(before: Option<&S>, after: &S) -> bool {
 /// for a value costs in proportion to the text, and a message cut before it is looked at could
 /// keep the start of a value whose end the cut took (concealing the values before it would
 /// pull that start into the 900 characters kept).
-pub fn scrubbed(message: &str, values: &[String]) -> String {
+pub fn scrubbed<S: AsRef<str>>(message: &str, values: &[S]) -> String {
     if message.len() > SCANNED_BYTES {
         return TOO_LONG.into();
     }
-    let mut values = values.to_vec();
-    values.sort();
+    let mut values: Vec<&str> = values.iter().map(AsRef::as_ref).collect();
+    values.sort_unstable();
     values.dedup();
     sanitize_message(&crate::api::concealment::conceal(message, &values))
+}
+
+/// What [`scrubbed`] makes of `message` when the values to conceal in it are more than
+/// [`crate::api::concealment::CONCEALED_BYTES`] (and were not kept).
+pub fn scrubbed_past_bound(message: &str) -> String {
+    match message.len() > SCANNED_BYTES {
+        true => TOO_LONG.into(),
+        false => crate::api::concealment::TOO_MANY_TO_CHECK.into(),
+    }
 }
 
 /// The longest message [`scrubbed`] looks at.
