@@ -12,7 +12,9 @@
 //! an Integration maps. [`Managed::echoable`] names those Secrets (and their keys); they are
 //! read only when a reconcile fails with a message that may quote an answer
 //! ([`crate::controller::error::Halt::may_quote_an_answer`]) or publishes a Warning, once per
-//! reconcile, and within a [`Budget`]: past it the message is withheld whole.
+//! reconcile, and within a [`Budget`]: past it the message is withheld whole. So is a message
+//! whose echoable Secrets are not all known: a watch cache that names them has not listed yet
+//! (the first reconciles after a start), or one of them cannot be read.
 
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::Value;
@@ -49,6 +51,17 @@ pub enum Echoable {
         namespace: Option<String>,
         key: Option<String>,
     },
+    /// The watch cache of this kind, which would name such Secrets, has not listed yet (the
+    /// operator just started): which Secrets the error could quote is unknown.
+    NotListed(&'static str),
+}
+
+/// [`Echoable::NotListed`] while the watch cache of `R` has not listed: an `echoable` that
+/// looks resources of `R` up adds it, so a failure in the first moments after a start is not
+/// checked against a partial set.
+pub fn unless_listed<R: Managed>(ctx: &crate::controller::Context) -> Option<Echoable> {
+    let listed = ctx.stores.of::<R>().listed_now(ctx.stores_of::<R>());
+    (!listed).then_some(Echoable::NotListed(R::KIND))
 }
 
 /// How much of the echoable Secrets one failure conceals at most: this many values, of this
@@ -59,19 +72,26 @@ pub enum Echoable {
 pub const ECHO_VALUES: usize = 64;
 pub const ECHO_BYTES: usize = 16 * 1024;
 
-/// What a failure's message reads as when its echoable Secrets hold more than [`Budget`] takes.
-pub const WITHHELD: &str = "<the API's message was withheld: the Secrets it could quote hold more values than the operator conceals in one message>";
+/// What a failure's message reads as when its echoable Secrets hold more than [`Budget`] takes,
+/// or are not all known.
+pub const WITHHELD: &str = "<the API's message was withheld: the operator cannot check it against every value of the Secrets it could quote>";
 
 /// What a failure's echoable Secrets hold, within [`ECHO_VALUES`] and [`ECHO_BYTES`].
 #[derive(Default)]
 pub struct Budget {
     pub values: Vec<String>,
     bytes: usize,
-    /// Set once a Secret held more than the budget takes.
+    /// Set once a Secret held more than the budget takes, or one could not be known.
     pub withheld: bool,
 }
 
 impl Budget {
+    /// Some of the values are unknown: nothing said of the failure can be checked.
+    fn unknown(&mut self) {
+        self.withheld = true;
+        self.values.clear();
+    }
+
     fn take(&mut self, value: String) {
         if self.withheld || value.is_empty() || self.values.contains(&value) {
             return;
@@ -96,13 +116,15 @@ pub(super) async fn within_budget<K: Managed>(
     echoable.dedup();
     let mut budget = Budget::default();
     for one in &echoable {
-        for value in values(cx, one).await {
-            budget.take(value);
+        match values(cx, one).await {
+            Some(values) => values.into_iter().for_each(|value| budget.take(value)),
+            None => budget.unknown(),
         }
         if budget.withheld {
             debug!(
                 kind = K::KIND,
-                "the Secrets an API error could quote hold more than one failure conceals; its message is withheld"
+                ?one,
+                "the Secrets an API error could quote hold more than one failure conceals, or are not all known; its message is withheld"
             );
             break;
         }
@@ -111,14 +133,15 @@ pub(super) async fn within_budget<K: Managed>(
 }
 
 /// The texts `echoable` holds at the keys it names, each with the strings and numbers inside
-/// it when it is a JSON document (a header inside `custom_headers`); nothing when it cannot be
-/// read.
-async fn values<K: Managed>(cx: &Cx<'_, K>, echoable: &Echoable) -> Vec<String> {
+/// it when it is a JSON document (a header inside `custom_headers`); nothing when there is no
+/// such Secret; `None` when they are unknown (a cache not listed, a Secret that cannot be read).
+async fn values<K: Managed>(cx: &Cx<'_, K>, echoable: &Echoable) -> Option<Vec<String>> {
     let (read, keys) = match echoable {
+        Echoable::NotListed(_) => return None,
         Echoable::Delivered { name, keys } => {
             let namespace = cx.namespace();
             if let Cached::Found(None) = cx.ctx.secrets.delivered(&namespace, name).await {
-                return Vec::new();
+                return Some(Vec::new());
             }
             cx.ctx.secrets.fell_back("echo");
             let read = super::secret_delivery::secrets(cx).get_opt(name).await;
@@ -151,10 +174,10 @@ async fn values<K: Managed>(cx: &Cx<'_, K>, echoable: &Echoable) -> Vec<String> 
         }
     };
     match read {
-        Ok(secret) => secret.map(|s| texts(&s, &keys)).unwrap_or_default(),
+        Ok(secret) => Some(secret.map(|s| texts(&s, &keys)).unwrap_or_default()),
         Err(e) => {
-            debug!(kind = K::KIND, ?echoable, error = %e, "cannot read a Secret an API error could quote; its values stay unknown to this reconcile");
-            Vec::new()
+            debug!(kind = K::KIND, ?echoable, error = %e, "cannot read a Secret an API error could quote; its values are unknown, so the failure's message is withheld");
+            None
         }
     }
 }

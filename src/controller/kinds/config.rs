@@ -12,7 +12,7 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read, Recovered};
 use crate::controller::driver::create::{Created, one_unmarked, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
-use crate::controller::driver::echoes::Echoable;
+use crate::controller::driver::echoes::{Echoable, unless_listed};
 use crate::controller::driver::gate::CACHES_LISTED_WITHIN;
 use crate::controller::driver::referenced::names;
 use crate::controller::driver::verbs::{
@@ -175,7 +175,14 @@ impl Verbs for Config {
             .filter(|p| p.namespace() == self.namespace())
             .filter(|p| names_resource(self, &written, &***p, ReferencedKind::Provider))
             .flat_map(|p| Verbs::echoable(&**p, ctx));
-        guardrails.chain(organisation).chain(providers).collect()
+        let unlisted = [
+            unless_listed::<Guardrail>(ctx),
+            unless_listed::<ClusterGuardrail>(ctx),
+            unless_listed::<Provider>(ctx),
+        ];
+        (guardrails.chain(organisation).chain(providers))
+            .chain(unlisted.into_iter().flatten())
+            .collect()
     }
 
     /// The resources the document names, by their slugs, then (from the resolved document)

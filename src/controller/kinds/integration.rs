@@ -19,7 +19,7 @@ mod access;
 use crate::api::{self, Integration as RemoteIntegration};
 use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
-use crate::controller::driver::echoes::Echoable;
+use crate::controller::driver::echoes::{Echoable, unless_listed};
 use crate::controller::driver::gate::tenant_id;
 use crate::controller::driver::referenced::{Ref, bound, ready_named, users};
 use crate::controller::driver::verbs::{
@@ -103,6 +103,10 @@ impl Verbs for Integration {
                     key: None,
                 }
             })
+            .chain(
+                unless_listed::<SecretReference>(ctx)
+                    .filter(|_| self.spec.secret_mappings.is_some()),
+            )
             .collect()
     }
     async fn resolve(&self, cx: &Cx<'_, Self>, _: &mut IntegrationStatus) -> Inputs<Self> {

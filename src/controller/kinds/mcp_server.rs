@@ -23,7 +23,7 @@ use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersLi
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, Post, Put, Read, Recovered};
 use crate::controller::driver::create::in_workspace;
-use crate::controller::driver::echoes::Echoable;
+use crate::controller::driver::echoes::{Echoable, unless_listed};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{Ref, bound, ready_named, recorded_keys};
 use crate::controller::driver::verbs::{
@@ -74,6 +74,7 @@ impl Verbs for McpServer {
                 key: None,
             })
             .into_iter()
+            .chain(unless_listed::<McpIntegration>(ctx))
             .collect()
     }
 

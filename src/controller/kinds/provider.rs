@@ -28,7 +28,7 @@ use crate::controller::driver::calls::{
     Deleting, Own, OwnCalls, Post, Put, Read, Recovered, RemoteKey, key_or,
 };
 use crate::controller::driver::create::in_workspace;
-use crate::controller::driver::echoes::Echoable;
+use crate::controller::driver::echoes::{Echoable, unless_listed};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{bound, names, qualified, users};
 use crate::controller::driver::verbs::{
@@ -72,23 +72,27 @@ impl Verbs for Provider {
     fn echoable(&self, ctx: &Context) -> Vec<Echoable> {
         let (name, key) = (&self.spec.integration, &self.spec.integration_id);
         let bound = bound::<Integration>(ctx, name.as_deref(), key.as_deref());
-        bound.map_or_else(Vec::new, |integration| {
-            let spec = &integration.spec;
-            let key = spec
-                .key_secret_ref
-                .iter()
-                .map(|r| Echoable::ClusterReadable {
-                    name: r.name.clone(),
-                    namespace: r.namespace.clone(),
-                    key: Some(r.key.clone()),
+        let unlisted = unless_listed::<Integration>(ctx);
+        bound.map_or_else(
+            || unlisted.into_iter().collect(),
+            |integration| {
+                let spec = &integration.spec;
+                let key = spec
+                    .key_secret_ref
+                    .iter()
+                    .map(|r| Echoable::ClusterReadable {
+                        name: r.name.clone(),
+                        namespace: r.namespace.clone(),
+                        key: Some(r.key.clone()),
+                    });
+                let refs = spec.secret_refs.iter().map(|r| Echoable::ClusterReadable {
+                    name: r.secret_key_ref.name.clone(),
+                    namespace: None,
+                    key: Some(r.secret_key_ref.key.clone()),
                 });
-            let refs = spec.secret_refs.iter().map(|r| Echoable::ClusterReadable {
-                name: r.secret_key_ref.name.clone(),
-                namespace: None,
-                key: Some(r.secret_key_ref.key.clone()),
-            });
-            key.chain(refs).collect()
-        })
+                key.chain(refs).collect()
+            },
+        )
     }
 
     async fn resolve(&self, cx: &Cx<'_, Self>, status: &mut ProviderStatus) -> Inputs<Self> {

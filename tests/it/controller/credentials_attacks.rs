@@ -773,13 +773,29 @@ async fn refusals_quoting_delivered_and_bound_credentials_reach_no_output() {
     assert!(leaked.is_empty(), "values leaked:\n{}", leaked.join("\n"));
 }
 
+/// A Guardrail `pii` whose AIRS check takes `airs` from the Secret `airs`, Ready: its slug.
+async fn airs_guardrail(h: &Harness, airs: &str) -> String {
+    use aigw::resources::Guardrail;
+    h.put_secret("airs", json!({"api-key": airs}), false).await;
+    let guardrail = json!({"name": "pii", "workspaceId": WS_A,
+        "checks": [{"id": "panw-prisma-airs.intercept", "parameters": {"profile_name": "strict"}}],
+        "secretRefs": [{"path": "/checks/0/parameters/api_key",
+                        "secretKeyRef": {"name": "airs", "key": "api-key"}}]});
+    support::objects::create::<Guardrail>(&h.env, "pii", guardrail).await;
+    let ready = h.wait_for::<Guardrail>("pii", WAIT, |g| g.ready()).await;
+    ready
+        .status
+        .and_then(|s| s.slug)
+        .expect("the guardrail's slug")
+}
+
 /// A provider bound by `spec.integrationId` to an Integration resource's remote id, and a
 /// Config naming a Guardrail whose check takes a Secret value (`resourceRefs`): their creates
 /// are refused with errors quoting the integration's key and the guardrail's value, which
 /// neither reconcile read. The values reach no status, event, log line or metric.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_quoting_what_a_provider_or_a_config_binds_reach_no_output() {
-    use aigw::resources::{Config, Guardrail};
+    use aigw::resources::Config;
     let mut h =
         Harness::start_with_secret_namespace("cred-bound-echo", Duration::from_secs(1)).await;
     put_key(&h, KEY).await;
@@ -793,17 +809,7 @@ async fn refusals_quoting_what_a_provider_or_a_config_binds_reach_no_output() {
         .and_then(|s| s.id)
         .expect("the integration's id");
     let airs = "airs-key-Hx4Nq8Tz2Wb6";
-    h.put_secret("airs", json!({"api-key": airs}), false).await;
-    let guardrail = json!({"name": "pii", "workspaceId": WS_A,
-        "checks": [{"id": "panw-prisma-airs.intercept", "parameters": {"profile_name": "strict"}}],
-        "secretRefs": [{"path": "/checks/0/parameters/api_key",
-                        "secretKeyRef": {"name": "airs", "key": "api-key"}}]});
-    support::objects::create::<Guardrail>(&h.env, "pii", guardrail).await;
-    let ready = h.wait_for::<Guardrail>("pii", WAIT, |g| g.ready()).await;
-    let slug = ready
-        .status
-        .and_then(|s| s.slug)
-        .expect("the guardrail's slug");
+    let slug = airs_guardrail(&h, airs).await;
 
     let direct = h.emulator.management_url();
     let echoing = support::proxy::bound_echo_proxy(direct.clone()).await;
@@ -849,6 +855,50 @@ async fn refusals_quoting_what_a_provider_or_a_config_binds_reach_no_output() {
     h.restart_operator_via(&direct).await;
     h.stop().await;
     assert!(leaked.is_empty(), "values leaked:\n{}", leaked.join("\n"));
+}
+
+/// The same Config naming the guardrail by the slug it recorded, refused (the API quoting the
+/// guardrail's Secret value) right after a start, while the Guardrail watch cache has not
+/// listed yet: which Secrets the refusal could quote is unknown then, so its message is
+/// withheld, not shown unchecked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_before_the_caches_that_name_its_secrets_have_listed_is_withheld() {
+    use aigw::controller::driver::echoes::WITHHELD;
+    use aigw::resources::Config;
+    let mut h = Harness::start_with_secret_namespace("cred-unlisted", Duration::from_secs(1)).await;
+    let airs = "airs-key-Pz7Kc2Vq9Lm4";
+    let slug = airs_guardrail(&h, airs).await;
+
+    let direct = h.emulator.management_url();
+    let echoing = support::proxy::bound_echo_proxy(direct.clone()).await;
+    h.restart_operator_via_with_late_reads(&echoing, "guardrails", Duration::from_secs(15))
+        .await;
+    let by_slug = json!({"name": "by-slug",
+        "config": {"provider": "@openai-prod", "input_guardrails": [slug]}});
+    support::objects::create::<Config>(&h.env, "by-slug", by_slug).await;
+    let refused = h
+        .wait_for::<Config>("by-slug", WAIT, |c| {
+            c.conditions()
+                .iter()
+                .any(|c| c.message.contains("withheld") || c.message.contains("refused"))
+        })
+        .await;
+    let shown = serde_json::to_string(&refused).unwrap();
+    let places = [
+        ("Config", shown.clone()),
+        ("the events", h.env.events_text().await),
+        ("the operator log", support::harness::captured_logs()),
+    ];
+    let mut leaked = Vec::new();
+    for (place, text) in places {
+        if text.contains(airs) {
+            leaked.push(format!("--- {airs} in {place} ---\n{text}"));
+        }
+    }
+    h.restart_operator_via(&direct).await;
+    h.stop().await;
+    assert!(leaked.is_empty(), "values leaked:\n{}", leaked.join("\n"));
+    assert!(shown.contains(WITHHELD), "withheld: {shown}");
 }
 
 /// A failure whose Secrets to conceal hold more values than one message takes

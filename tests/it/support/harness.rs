@@ -260,7 +260,9 @@ impl Harness {
         };
         let identity = chart::install(&env.client, &scope).await;
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let kube = recording_client(identity.kubeconfig(), requests.clone(), true).await;
+        let kube = recording_client(identity.kubeconfig(), requests.clone(), true)
+            .build()
+            .await;
         let hash_key_namespace = secret_namespace
             .clone()
             .unwrap_or_else(|| chart::RELEASE_NAMESPACE.to_string());
@@ -358,9 +360,28 @@ impl Harness {
     #[allow(dead_code)]
     pub async fn restart_operator_recording(&mut self) -> Arc<Mutex<Vec<String>>> {
         let requests = Arc::new(Mutex::new(Vec::new()));
-        self.kube = recording_client(self.identity.kubeconfig(), requests.clone(), true).await;
+        self.kube = recording_client(self.identity.kubeconfig(), requests.clone(), true)
+            .build()
+            .await;
         self.restart_operator().await;
         requests
+    }
+
+    /// Replaces the operator by one whose management API client talks to `management_url`,
+    /// and whose kube client answers every read of the resource `plural` (its watch cache's
+    /// list and watch) `by` late: that kind's cache lists last after the start.
+    #[allow(dead_code)]
+    pub async fn restart_operator_via_with_late_reads(
+        &mut self,
+        management_url: &str,
+        plural: &'static str,
+        by: Duration,
+    ) {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let mut kube = recording_client(self.identity.kubeconfig(), requests, false);
+        kube.late = Some((plural, by));
+        self.kube = kube.build().await;
+        self.restart_operator_via(management_url).await;
     }
 
     /// Replaces the default Connection's grants (`{ns}` stands for the test namespace); the
@@ -865,7 +886,9 @@ impl Harness {
         };
         let writes = Arc::new(Mutex::new(Vec::new()));
         // Under the chart's RBAC, as the harness's operator.
-        let kube = recording_client(self.identity.kubeconfig(), writes.clone(), false).await;
+        let kube = recording_client(self.identity.kubeconfig(), writes.clone(), false)
+            .build()
+            .await;
         let config = api_config(emulator.management_url(), &emulator, &token);
         let api = Client::new(config).expect("api client");
         let hash_key = load_hash_key(&kube, &self.hash_key_namespace, settings.dry_run).await;
@@ -958,23 +981,42 @@ impl Drop for Installation {
 
 /// A client of the local control plane (as `kubeconfig` says) that records every request, with
 /// its answer (`METHOD path STATUS`), into `requests`: the reads too when `reads`.
-async fn recording_client(
+fn recording_client(
     kubeconfig: kube::config::Kubeconfig,
     requests: Arc<Mutex<Vec<String>>>,
     reads: bool,
-) -> kube::Client {
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("invalid kubeconfig");
-    // The operator's own client: HTTP/2 to the apiserver, as `aigw operator` speaks it.
-    apiserver::builder(config, apiserver::Protocol::Http2)
-        .expect("kube client")
-        .with_layer(&Recording {
+) -> RecordingClient {
+    RecordingClient {
+        kubeconfig,
+        recording: Recording {
             inner: (),
             writes: requests,
             reads,
-        })
-        .build()
+            late: None,
+        },
+        late: None,
+    }
+}
+
+/// What [`recording_client`] builds, with its reads of one resource answered late if asked.
+struct RecordingClient {
+    kubeconfig: kube::config::Kubeconfig,
+    recording: Recording<()>,
+    late: Option<(&'static str, Duration)>,
+}
+
+impl RecordingClient {
+    async fn build(mut self) -> kube::Client {
+        let config = kube::Config::from_custom_kubeconfig(self.kubeconfig, &Default::default())
+            .await
+            .expect("invalid kubeconfig");
+        self.recording.late = self.late;
+        // The operator's own client: HTTP/2 to the apiserver, as `aigw operator` speaks it.
+        apiserver::builder(config, apiserver::Protocol::Http2)
+            .expect("kube client")
+            .with_layer(&self.recording)
+            .build()
+    }
 }
 
 /// The layer (`inner: ()`) and the service of [`recording_client`].
@@ -983,6 +1025,8 @@ struct Recording<S> {
     writes: Arc<Mutex<Vec<String>>>,
     /// Reads recorded too.
     reads: bool,
+    /// Reads of the resource of this plural (a list or watch) are sent this much later.
+    late: Option<(&'static str, Duration)>,
 }
 
 impl<S> tower::Layer<S> for Recording<()> {
@@ -993,6 +1037,7 @@ impl<S> tower::Layer<S> for Recording<()> {
             inner,
             writes: self.writes.clone(),
             reads: self.reads,
+            late: self.late,
         }
     }
 }
@@ -1017,8 +1062,15 @@ where
         let write = (self.reads || request.method() != http::Method::GET)
             .then(|| format!("{} {}", request.method(), request.uri().path()));
         let writes = self.writes.clone();
+        let late = self.late.filter(|(plural, _)| {
+            request.method() == http::Method::GET
+                && request.uri().path().ends_with(&format!("/{plural}"))
+        });
         let answer = self.inner.call(request);
         Box::pin(async move {
+            if let Some((_, by)) = late {
+                tokio::time::sleep(by).await;
+            }
             let response = answer.await?;
             if let Some(write) = write {
                 let line = format!("{write} {}", response.status().as_u16());
