@@ -141,9 +141,10 @@ pub struct Drift {
     /// The objects this process has looked at, by a hash of their key (8 bytes each, not the
     /// key): the first look checks the inputs (a change made while aigw was away).
     seen: Mutex<HashSet<u64>>,
-    /// The objects whose spec stall this process recorded or tried, by a hash of their key: a
-    /// stall an earlier process recorded (an older release, which may have sent the spec
-    /// differently, or an API that refused it then) is tried once more ([`Drift::tried_stall`]).
+    /// The objects whose spec stall this process recorded, by a hash of their key: a stall an
+    /// earlier process recorded (an older release, which may have sent the spec differently, or
+    /// an API that refused it then) is tried again until this one records an outcome
+    /// ([`Drift::tried_stall`]).
     stalls_tried: Mutex<HashSet<u64>>,
     /// Where the full reads' wheel starts: an object's full read falls at
     /// `epoch + phase × interval`, then once per interval ([`Drift::full_read_falls`]).
@@ -398,11 +399,19 @@ impl Drift {
         !lock(&self.seen).contains(&key_hash(key))
     }
 
-    /// True when this process recorded or tried the spec stall of `key` already; notes it as
-    /// tried. A stall recorded by an earlier process is tried once (the stall waits for a spec
-    /// change, a 400 staying a 400, but a new release may send the spec differently).
+    /// True when this process recorded a spec stall of `key` ([`Drift::recorded_stall`]). A
+    /// stall recorded by an earlier process is tried until this one records an outcome (the
+    /// stall waits for a spec change, a 400 staying a 400, but a new release may send the spec
+    /// differently); a try that waits (its Connection backlogged, a cache not listed) records
+    /// none, and leaves the try to the next reconcile.
     pub fn tried_stall(&self, key: &str) -> bool {
-        !lock(&self.stalls_tried).insert(key_hash(key))
+        lock(&self.stalls_tried).contains(&key_hash(key))
+    }
+
+    /// This process recorded a spec stall of `key`: it is not tried again until its spec
+    /// changes.
+    pub fn recorded_stall(&self, key: &str) {
+        lock(&self.stalls_tried).insert(key_hash(key));
     }
 
     /// The object is gone: forget its schedule.
@@ -1230,12 +1239,14 @@ mod tests {
     }
 
     #[test]
-    fn a_stall_is_tried_once_per_process_until_the_object_goes() {
+    fn a_stall_is_tried_until_this_process_records_one() {
         let drift = Drift::new(DriftSettings::new(Duration::from_secs(60)));
         assert!(
             !drift.tried_stall("a"),
             "an earlier process's stall is tried"
         );
+        assert!(!drift.tried_stall("a"), "until this process records one");
+        drift.recorded_stall("a");
         assert!(drift.tried_stall("a"));
         assert!(!drift.tried_stall("b"));
         drift.forget("a");

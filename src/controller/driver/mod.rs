@@ -475,8 +475,9 @@ async fn run<K: Managed>(
     let stalled = before
         .filter(|s| !s.has_intent())
         .and_then(|s| stalled_on_this_generation(s.conditions(), generation));
-    // A stall recorded before this process started is tried once: the release that recorded it
-    // (or the API then) may have been what refused the spec.
+    // A stall recorded before this process started is tried until this process records an
+    // outcome: the release that recorded it (or the API then) may have been what refused the
+    // spec. A try that only waits (a backlogged Connection) is no outcome.
     let stalled = match stalled {
         Some(reason) if !ctx.drift.tried_stall(key) => {
             debug!(kind = K::KIND, object = %key, %reason, "stalled before this process started; trying its spec once more");
@@ -586,7 +587,7 @@ async fn record_failure<K: Managed>(
     };
     record_outcome(status.conditions_mut(), &outcome, generation);
     // Recorded by this process: not tried again until its spec changes.
-    ctx.drift.tried_stall(key);
+    ctx.drift.recorded_stall(key);
     if error.recheck_while_stalled() {
         Action::requeue(delay.min(jittered(ctx.drift_interval)))
     } else {
