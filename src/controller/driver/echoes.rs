@@ -170,6 +170,13 @@ async fn values<K: Managed>(cx: &Cx<'_, K>, echoable: &Echoable) -> Option<Vec<S
                     }
                     None => Ok(None),
                 };
+            // A Secret not labelled cluster-readable (any more) comes without its values, which
+            // the API may still hold from when it was: unknown, not empty.
+            if let Ok(Some(secret)) = &read
+                && !cluster_readable(secret)
+            {
+                return None;
+            }
             (read, key.iter().cloned().collect())
         }
     };
@@ -180,6 +187,15 @@ async fn values<K: Managed>(cx: &Cx<'_, K>, echoable: &Echoable) -> Option<Vec<S
             None
         }
     }
+}
+
+/// True for a Secret labelled for cluster-scoped resources to read.
+fn cluster_readable(secret: &Secret) -> bool {
+    let labels = secret.metadata.labels.as_ref();
+    labels
+        .and_then(|l| l.get(crate::resources::common::CLUSTER_READABLE))
+        .map(String::as_str)
+        == Some("true")
 }
 
 /// True for a Secret aigw wrote (labelled `app.kubernetes.io/managed-by=aigw`).

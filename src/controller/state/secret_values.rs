@@ -5,8 +5,10 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-/// How many values are remembered per object (the newest): a reconcile handles a few.
-const PER_OBJECT: usize = 32;
+/// How many values are remembered per object (the newest): twice the most `secretRefs` a
+/// resource may hold (64), so every value the object's latest reconciles handled is kept,
+/// with room for those it replaced (a rotated key the API may still quote for a while).
+const PER_OBJECT: usize = 128;
 
 /// How many bytes of values are remembered per object: what one message is checked against at
 /// most ([`crate::api::concealment::CONCEALED_BYTES`]). An object whose values are more is
