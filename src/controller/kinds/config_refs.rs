@@ -194,6 +194,7 @@ async fn read_secret_values(
     };
     let mut read: HashMap<String, Option<Arc<Secret>>> = HashMap::new();
     let mut values = BTreeMap::new();
+    let mut bytes = 0;
     for reference in refs {
         let selector = &reference.secret_key_ref;
         if !read.contains_key(&selector.name) {
@@ -213,16 +214,65 @@ async fn read_secret_values(
         if let (true, Some(secret)) = (source.labelled_only, secret) {
             require_cluster_readable(secret, &source.secret_source(&reference.path))?;
         }
-        let value = secret_value(
-            secret,
-            &namespace,
-            reference,
-            &source.secret_source(&reference.path),
-        )?;
+        let named_by = source.secret_source(&reference.path);
+        // Measured before the value is copied out of the cached Secret.
+        let length = secret
+            .and_then(|s| s.data.as_ref()?.get(&selector.key))
+            .map_or(0, |b| b.0.len());
+        bytes += length;
+        within_bounds(length, bytes, &namespace, reference, &named_by)?;
+        let value = secret_value(secret, &namespace, reference, &named_by)?;
         values.insert(reference.path.clone(), value);
     }
     Ok(SecretValues(values))
 }
+
+/// The most bytes one `secretRefs` value may hold, and all of a resource's together: a
+/// document is built and sent with its values in it, in as many copies as the request needs,
+/// for each reconcile; a tenant's Secrets of a mebibyte (the most a Secret holds) would grow
+/// the operator past its memory limit, stopping every other tenant's objects with it.
+pub const SECRET_VALUE_BYTES: usize = 64 * 1024;
+pub const SECRET_VALUES_BYTES: usize = 256 * 1024;
+
+/// Refuses a value of `length` bytes past [`SECRET_VALUE_BYTES`], or one that brings the
+/// resource's values past [`SECRET_VALUES_BYTES`] (`bytes`, with it): `SecretTooLarge`,
+/// rechecked (a change of the Secret wakes the resource).
+fn within_bounds(
+    length: usize,
+    bytes: usize,
+    namespace: &str,
+    reference: &ConfigSecretRef,
+    named_by: &str,
+) -> Result<(), Error> {
+    let selector = &reference.secret_key_ref;
+    if length > SECRET_VALUE_BYTES {
+        return Err(Error::not_allowed(
+            SECRET_TOO_LARGE,
+            format!(
+                "key {} of Secret {namespace}/{} (named by {named_by}) holds {} bytes, more than the {} KiB a secretRefs value may hold",
+                selector.key,
+                selector.name,
+                length,
+                SECRET_VALUE_BYTES / 1024
+            ),
+        ));
+    }
+    if bytes > SECRET_VALUES_BYTES {
+        return Err(Error::not_allowed(
+            SECRET_TOO_LARGE,
+            format!(
+                "the Secret values the secretRefs name hold more than {} KiB in all (at {named_by}, key {} of Secret {namespace}/{})",
+                SECRET_VALUES_BYTES / 1024,
+                selector.key,
+                selector.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The reason of a Secret value refused as too large: past [`SECRET_VALUE_BYTES`] or [`SECRET_VALUES_BYTES`].
+pub const SECRET_TOO_LARGE: &str = "SecretTooLarge";
 
 /// Refuses `secret` (named by the spec field `named_by`) to a cluster-scoped resource unless it
 /// is labelled [`CLUSTER_READABLE`]: the operator's namespace also holds the Connections'

@@ -232,6 +232,41 @@ async fn a_missing_key_names_the_secret_and_the_key() {
     h.stop().await;
 }
 
+/// A Secret value past what a `secretRefs` value may hold (a tenant's Secret of hundreds of
+/// KiB, named by many Configs, grew the operator past its memory limit as each reconcile built
+/// and sent the document with it): refused before the document is built, naming the Secret and
+/// the key, never the value; a smaller value is noticed through the Secret watch.
+#[tokio::test]
+async fn a_secret_value_past_the_bound_is_refused_before_the_document_is_built() {
+    let h = Harness::start_with("refs-large", DRIFT).await;
+    let large = "k".repeat(aigw::controller::kinds::config_refs::SECRET_VALUE_BYTES + 1);
+    support::create(&h.env.api(), &secret("keys", &[("api_key", &large)])).await;
+    let spec = json!({"name": "routing", "config": {"provider": "openai"},
+        "secretRefs": [{"path": "/api_key", "secretKeyRef": {"name": "keys", "key": "api_key"}}]});
+    support::create(&h.env.api(), &config("routing", spec)).await;
+    let (refused, message) = h
+        .env
+        .wait_condition::<Config>("routing", WAIT, ("Ready", "SecretTooLarge"))
+        .await;
+    support::assert_mentions(&message, &["keys", "api_key", "64 KiB"]);
+    assert!(!message.contains("kkkkkkkk"), "{message}");
+    assert_eq!(writes(&h).await, 0);
+
+    h.env
+        .api::<Secret>()
+        .replace(
+            "keys",
+            &PostParams::default(),
+            &secret("keys", &[("api_key", "sk-small")]),
+        )
+        .await
+        .unwrap();
+    let ready = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
+    assert_eq!(ready.meta().generation, refused.meta().generation);
+    assert_eq!(h.count("POST /ai_gw/v2/configs").await, 1);
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn plaintext_credentials_are_rejected_at_admission() {
     let env = support::TestEnv::new("refs-plain").await;
