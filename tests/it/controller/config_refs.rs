@@ -202,34 +202,50 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
     h.stop().await;
 }
 
-#[tokio::test]
-async fn a_missing_key_names_the_secret_and_the_key() {
-    let h = Harness::start_with("refs-key", DRIFT).await;
-    support::create(&h.env.api(), &secret("keys", &[("other", "x")])).await;
+/// A Config `routing` whose one `secretRefs` entry names key `api_key` of Secret `keys`,
+/// holding `first`: refused with `reason` (the message mentions `mentions`, never the data),
+/// no API write; then the Secret replaced by `fixed`, noticed through the Secret watch, and
+/// the Config made Ready without a spec change, by one POST.
+async fn refused_until_the_secret_is_fixed(
+    prefix: &str,
+    first: &[(&str, &str)],
+    reason: &str,
+    mentions: &[&str],
+    fixed: &[(&str, &str)],
+) {
+    let h = Harness::start_with(prefix, DRIFT).await;
+    support::create(&h.env.api(), &secret("keys", first)).await;
     let spec = json!({"name": "routing", "config": {"provider": "openai"},
         "secretRefs": [{"path": "/api_key", "secretKeyRef": {"name": "keys", "key": "api_key"}}]});
     support::create(&h.env.api(), &config("routing", spec)).await;
-    let (broken, message) = h
+    let (refused, message) = h
         .env
-        .wait_condition::<Config>("routing", WAIT, ("Ready", "SecretKeyNotFound"))
+        .wait_condition::<Config>("routing", WAIT, ("Ready", reason))
         .await;
-    support::assert_mentions(&message, &["keys", "api_key"]);
+    support::assert_mentions(&message, mentions);
+    for (_, value) in first {
+        assert!(!message.contains(&value[..value.len().min(8)]), "{message}");
+    }
     assert_eq!(writes(&h).await, 0);
 
-    // Adding the key is noticed through the Secret watch, without a spec change.
     h.env
         .api::<Secret>()
-        .replace(
-            "keys",
-            &PostParams::default(),
-            &secret("keys", &[("other", "x"), ("api_key", "sk-late")]),
-        )
+        .replace("keys", &PostParams::default(), &secret("keys", fixed))
         .await
         .unwrap();
     let ready = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
-    assert_eq!(ready.meta().generation, broken.meta().generation);
+    assert_eq!(ready.meta().generation, refused.meta().generation);
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 1);
     h.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_key_names_the_secret_and_the_key() {
+    let present = [("other", "x-other-value")];
+    let fixed = [("other", "x-other-value"), ("api_key", "sk-late")];
+    let mentions = ["keys", "api_key"];
+    refused_until_the_secret_is_fixed("refs-key", &present, "SecretKeyNotFound", &mentions, &fixed)
+        .await;
 }
 
 /// A Secret value past what a `secretRefs` value may hold (a tenant's Secret of hundreds of
@@ -238,33 +254,12 @@ async fn a_missing_key_names_the_secret_and_the_key() {
 /// the key, never the value; a smaller value is noticed through the Secret watch.
 #[tokio::test]
 async fn a_secret_value_past_the_bound_is_refused_before_the_document_is_built() {
-    let h = Harness::start_with("refs-large", DRIFT).await;
     let large = "k".repeat(aigw::controller::kinds::config_refs::SECRET_VALUE_BYTES + 1);
-    support::create(&h.env.api(), &secret("keys", &[("api_key", &large)])).await;
-    let spec = json!({"name": "routing", "config": {"provider": "openai"},
-        "secretRefs": [{"path": "/api_key", "secretKeyRef": {"name": "keys", "key": "api_key"}}]});
-    support::create(&h.env.api(), &config("routing", spec)).await;
-    let (refused, message) = h
-        .env
-        .wait_condition::<Config>("routing", WAIT, ("Ready", "SecretTooLarge"))
+    let first = [("api_key", large.as_str())];
+    let mentions = ["keys", "api_key", "64 KiB"];
+    let fixed = [("api_key", "sk-small")];
+    refused_until_the_secret_is_fixed("refs-large", &first, "SecretTooLarge", &mentions, &fixed)
         .await;
-    support::assert_mentions(&message, &["keys", "api_key", "64 KiB"]);
-    assert!(!message.contains("kkkkkkkk"), "{message}");
-    assert_eq!(writes(&h).await, 0);
-
-    h.env
-        .api::<Secret>()
-        .replace(
-            "keys",
-            &PostParams::default(),
-            &secret("keys", &[("api_key", "sk-small")]),
-        )
-        .await
-        .unwrap();
-    let ready = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
-    assert_eq!(ready.meta().generation, refused.meta().generation);
-    assert_eq!(h.count("POST /ai_gw/v2/configs").await, 1);
-    h.stop().await;
 }
 
 #[tokio::test]
