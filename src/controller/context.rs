@@ -169,11 +169,20 @@ impl Context {
     /// the Connections), then trimmed to one line: for what is logged or recorded outside a
     /// reconcile (the controller's error policy).
     pub fn scrub(&self, key: &str, message: &str) -> String {
+        self.scrub_with(key, message, &[])
+    }
+
+    /// [`Self::scrub`] with `handled` concealed too: the values a reconcile of the object
+    /// handles ([`crate::controller::driver::Cx::scrub`]).
+    pub fn scrub_with(&self, key: &str, message: &str, handled: &[String]) -> String {
         if self.secret_values.withholds(key) {
             return crate::controller::driver::echoes::WITHHELD.into();
         }
-        let mut values = self.secret_values.of(key);
-        values.extend(self.connections.secret_values());
+        let remembered = self.secret_values.of(key);
+        let connections = self.connections.secret_values();
+        let values: Vec<&str> = (handled.iter().chain(&remembered).chain(&connections))
+            .map(String::as_str)
+            .collect();
         status::scrubbed(message, &values)
     }
 
@@ -263,6 +272,12 @@ impl Context {
             (Some(selector), false) => watcher::Config::default().labels(selector),
             _ => watcher::Config::default(),
         }
+    }
+
+    /// True once every watch cache of kind `K` has listed (now, no wait): before that, a
+    /// resource they lack may exist.
+    pub fn listed<K: Managed>(&self) -> bool {
+        self.stores.of::<K>().listed_now(self.stores_of::<K>())
     }
 
     /// How many watch caches kind `K` has (one per watched namespace, or one for all; one for

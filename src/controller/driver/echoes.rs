@@ -17,12 +17,14 @@
 //! (the first reconciles after a start), or one of them cannot be read.
 
 use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
 use serde_json::Value;
 use tracing::debug;
 
 use std::sync::Arc;
 
 use super::{Cx, Managed};
+use crate::controller::kinds::config_refs::cluster_readable;
 use crate::controller::state::secret_cache::{Cached, MANAGED_BY, MANAGED_BY_LABEL, Reader};
 
 /// A Secret whose values an API error about an object could quote, and which of its keys.
@@ -60,8 +62,7 @@ pub enum Echoable {
 /// looks resources of `R` up adds it, so a failure in the first moments after a start is not
 /// checked against a partial set.
 pub fn unless_listed<R: Managed>(ctx: &crate::controller::Context) -> Option<Echoable> {
-    let listed = ctx.stores.of::<R>().listed_now(ctx.stores_of::<R>());
-    (!listed).then_some(Echoable::NotListed(R::KIND))
+    (!ctx.listed::<R>()).then_some(Echoable::NotListed(R::KIND))
 }
 
 /// How much of the echoable Secrets one failure conceals at most: this many values, of this
@@ -76,33 +77,54 @@ pub const ECHO_BYTES: usize = 16 * 1024;
 /// or are not all known.
 pub const WITHHELD: &str = "<the API's message was withheld: the operator cannot check it against every value of the Secrets it could quote>";
 
-/// What a failure's echoable Secrets hold, within [`ECHO_VALUES`] and [`ECHO_BYTES`].
-#[derive(Default)]
+/// Values to conceal, each once, within a bound of values and bytes: what a failure's echoable
+/// Secrets hold (within [`ECHO_VALUES`] and [`ECHO_BYTES`], the default), or what a reconcile
+/// handles ([`super::Cx::conceal`]). Past the bound none is kept (a Secret of a mebibyte is not
+/// copied again), and what is said of the object is withheld.
 pub struct Budget {
     pub values: Vec<String>,
     bytes: usize,
-    /// Set once a Secret held more than the budget takes, or one could not be known.
+    most_values: usize,
+    most_bytes: usize,
+    /// Set once the values were more than the bound takes, or one could not be known.
     pub withheld: bool,
 }
 
+impl Default for Budget {
+    fn default() -> Self {
+        Self::up_to(ECHO_VALUES, ECHO_BYTES)
+    }
+}
+
 impl Budget {
+    /// An empty budget of at most `most_values` values of `most_bytes` bytes in all.
+    pub fn up_to(most_values: usize, most_bytes: usize) -> Self {
+        Self {
+            values: Vec::new(),
+            bytes: 0,
+            most_values,
+            most_bytes,
+            withheld: false,
+        }
+    }
+
     /// Some of the values are unknown: nothing said of the failure can be checked.
     fn unknown(&mut self) {
         self.withheld = true;
         self.values.clear();
     }
 
-    fn take(&mut self, value: String) {
-        if self.withheld || value.is_empty() || self.values.contains(&value) {
+    pub fn take(&mut self, value: &str) {
+        if self.withheld || value.is_empty() || self.values.iter().any(|kept| kept == value) {
             return;
         }
-        if self.values.len() == ECHO_VALUES || self.bytes + value.len() > ECHO_BYTES {
+        if self.values.len() == self.most_values || self.bytes + value.len() > self.most_bytes {
             self.withheld = true;
             self.values.clear();
             return;
         }
         self.bytes += value.len();
-        self.values.push(value);
+        self.values.push(value.to_string());
     }
 }
 
@@ -117,7 +139,7 @@ pub(super) async fn within_budget<K: Managed>(
     let mut budget = Budget::default();
     for one in &echoable {
         match values(cx, one).await {
-            Some(values) => values.into_iter().for_each(|value| budget.take(value)),
+            Some(values) => values.iter().for_each(|value| budget.take(value)),
             None => budget.unknown(),
         }
         if budget.withheld {
@@ -189,22 +211,9 @@ async fn values<K: Managed>(cx: &Cx<'_, K>, echoable: &Echoable) -> Option<Vec<S
     }
 }
 
-/// True for a Secret labelled for cluster-scoped resources to read.
-fn cluster_readable(secret: &Secret) -> bool {
-    let labels = secret.metadata.labels.as_ref();
-    labels
-        .and_then(|l| l.get(crate::resources::common::CLUSTER_READABLE))
-        .map(String::as_str)
-        == Some("true")
-}
-
 /// True for a Secret aigw wrote (labelled `app.kubernetes.io/managed-by=aigw`).
 fn delivered_by_aigw(secret: &Secret) -> bool {
-    let labels = secret.metadata.labels.as_ref();
-    labels
-        .and_then(|l| l.get(MANAGED_BY_LABEL))
-        .map(String::as_str)
-        == Some(MANAGED_BY)
+    secret.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
 }
 
 /// Every UTF-8 value of `secret` at `keys` (every key when `keys` is empty), with what a JSON
@@ -274,17 +283,17 @@ mod tests {
     #[test]
     fn a_budget_takes_each_value_once_and_withholds_past_its_bounds() {
         let mut budget = Budget::default();
-        budget.take("a".repeat(10));
-        budget.take("a".repeat(10));
+        budget.take(&"a".repeat(10));
+        budget.take(&"a".repeat(10));
         assert_eq!(budget.values.len(), 1);
         for n in 1..ECHO_VALUES {
-            budget.take(format!("value-{n}"));
+            budget.take(&format!("value-{n}"));
         }
         assert!(!budget.withheld);
-        budget.take("one too many".into());
+        budget.take("one too many");
         assert!(budget.withheld && budget.values.is_empty());
         let mut budget = Budget::default();
-        budget.take("x".repeat(ECHO_BYTES + 1));
+        budget.take(&"x".repeat(ECHO_BYTES + 1));
         assert!(budget.withheld);
     }
 }

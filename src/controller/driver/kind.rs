@@ -10,6 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 
 use crate::api::concealment::CONCEALED_BYTES;
+use crate::controller::driver::echoes::Budget;
 use crate::controller::driver::status::CommonStatus;
 use kube::ResourceExt;
 use kube::core::object::HasStatus;
@@ -350,31 +351,10 @@ macro_rules! cluster_api {
 pub(crate) use cluster_api;
 
 /// The values a reconcile conceals, each once, as long as they are within what one message
-/// is looked at for ([`CONCEALED_BYTES`]): past it none is kept, as every message is withheld
-/// then ([`crate::api::concealment::TOO_MANY_TO_CHECK`]), and a Secret of a mebibyte is not
-/// copied again for each message.
-#[derive(Default)]
-struct Concealed {
-    values: Vec<String>,
-    bytes: usize,
-    past_bound: bool,
-}
-
-impl Concealed {
-    fn keep(&mut self, value: &str) {
-        if self.past_bound || self.values.iter().any(|kept| kept == value) {
-            return;
-        }
-        if self.bytes + value.len() > CONCEALED_BYTES {
-            *self = Self {
-                past_bound: true,
-                ..Self::default()
-            };
-            return;
-        }
-        self.bytes += value.len();
-        self.values.push(value.to_string());
-    }
+/// is looked at for ([`CONCEALED_BYTES`]): past it every message is withheld
+/// ([`crate::api::concealment::TOO_MANY_TO_CHECK`]), and none is kept.
+fn concealed() -> Budget {
+    Budget::up_to(usize::MAX, CONCEALED_BYTES)
 }
 
 /// What a kind's apply/cleanup may use: the gate to the management API for this object (the
@@ -393,7 +373,7 @@ pub struct Cx<'a, K: Managed> {
     /// cluster holds now rather than what the reconcile started from.
     saved: std::sync::Mutex<Option<K::Status>>,
     /// Values no message of this reconcile may carry ([`Cx::conceal`]).
-    concealed: std::sync::Mutex<Concealed>,
+    concealed: std::sync::Mutex<Budget>,
     /// Set once this reconcile concealed the values of its object's echoable Secrets
     /// ([`Cx::scrub_failure`]).
     echoes_concealed: std::sync::atomic::AtomicBool,
@@ -455,7 +435,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             gate: Gate::new(ctx, object),
             resource_version: std::sync::Mutex::new(object.resource_version()),
             saved: Default::default(),
-            concealed: Default::default(),
+            concealed: std::sync::Mutex::new(concealed()),
             echoes_concealed: Default::default(),
             resumed: object.status().filter(|s| s.has_intent()).cloned(),
             wrote_remotely: Default::default(),
@@ -915,7 +895,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             self.concealed
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .keep(value);
+                .take(value);
             self.ctx
                 .secret_values
                 .remember(&object_key(self.object), value);
@@ -927,24 +907,15 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// whitespace collapsed: a value with a newline, a PEM key), so trimming can neither split
     /// nor reshape one; a message quoting part of one is withheld.
     pub fn scrub(&self, message: &str) -> String {
-        // Values too many to remember or to conceal in one message: withheld whole.
-        if self.ctx.secret_values.withholds(&object_key(self.object)) {
-            return super::echoes::WITHHELD.into();
-        }
         let concealed = self.concealed.lock().unwrap_or_else(|e| e.into_inner());
-        if concealed.past_bound {
+        // Values too many to conceal in one message: withheld whole.
+        if concealed.withheld {
             return super::status::scrubbed_past_bound(message);
         }
-        // What earlier reconciles of the object handled (a cleanup reads no Secret, yet its
-        // API's error may echo one), and the Connections' Secrets.
-        let remembered = self.ctx.secret_values.of(&object_key(self.object));
-        let connections = self.ctx.connections.secret_values();
-        let values: Vec<&str> = (concealed.values.iter())
-            .chain(&remembered)
-            .chain(&connections)
-            .map(String::as_str)
-            .collect();
-        super::status::scrubbed(message, &values)
+        // With what earlier reconciles of the object handled (a cleanup reads no Secret, yet
+        // its API's error may echo one), and the Connections' Secrets.
+        let key = object_key(self.object);
+        self.ctx.scrub_with(&key, message, &concealed.values)
     }
 
     /// `message`, a failure about to be recorded, published or logged, scrubbed as
@@ -1099,22 +1070,22 @@ pub fn object_key<K: Managed>(object: &K) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{CONCEALED_BYTES, Concealed};
+    use super::{CONCEALED_BYTES, concealed};
     use crate::api::concealment::conceal as conceal_in;
 
     #[test]
     fn a_reconcile_keeps_each_value_once_and_none_past_the_bound() {
-        let mut concealed = Concealed::default();
-        concealed.keep("token-1");
-        concealed.keep("token-1");
+        let mut concealed = concealed();
+        concealed.take("token-1");
+        concealed.take("token-1");
         assert_eq!(concealed.values, ["token-1"]);
         let big = "x".repeat(CONCEALED_BYTES / 2);
-        concealed.keep(&big);
+        concealed.take(&big);
         assert_eq!(concealed.values.len(), 2);
-        concealed.keep(&"y".repeat(CONCEALED_BYTES / 2));
-        assert!(concealed.past_bound);
+        concealed.take(&"y".repeat(CONCEALED_BYTES / 2));
+        assert!(concealed.withheld);
         assert!(concealed.values.is_empty(), "nothing copied past the bound");
-        concealed.keep("token-2");
+        concealed.take("token-2");
         assert!(concealed.values.is_empty());
         // What a scrub says then is what one over every value would say.
         let message = "refused: bad key";

@@ -29,7 +29,7 @@ pub fn named<K: Managed>(ctx: &Context, name: &str) -> Option<Arc<K>> {
 /// for a referrer to report it missing (Ready=False and a Warning at every start). Retried in
 /// a second, with nothing written.
 pub fn unless_listed<K: Managed>(ctx: &Context, named_by: &str) -> Result<(), Wait> {
-    match ctx.stores.of::<K>().listed_now(ctx.stores_of::<K>()) {
+    match ctx.listed::<K>() {
         true => Ok(()),
         false => Err(Wait::CachesNotReady(format!(
             "the {} watch cache has not listed yet, so the one {named_by} names cannot be looked up; waiting",

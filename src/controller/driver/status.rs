@@ -165,9 +165,6 @@ pub fn worth_writing<S: CommonStatus>(before: Option<&S>, after: &S) -> bool {
     }
 }
 
-/// Makes a message fit for a condition, an event or a log line: the value after any
-/// secret-looking key hidden (an API error may echo a request field; the keys are those of
-/// [`crate::api::secret_fields`]), one line, bounded length.
 /// `message` as the operator records, publishes or logs it: every one of `values` concealed
 /// ([`crate::api::concealment::conceal`]), then one line of at most 900 characters
 /// ([`sanitize_message`]). A message longer than [`SCANNED_BYTES`] is withheld whole: looking
@@ -200,6 +197,9 @@ pub const SCANNED_BYTES: usize = 64 * 1024;
 pub const TOO_LONG: &str =
     "<the API's message was withheld: it is too long to look for secret values in>";
 
+/// Makes a message fit for a condition, an event or a log line: the value after any
+/// secret-looking key hidden (an API error may echo a request field; the keys are those of
+/// [`crate::api::secret_fields`]), one line, bounded length.
 pub fn sanitize_message(message: &str) -> String {
     let one_line: String = message.split_whitespace().collect::<Vec<_>>().join(" ");
     let one_line = crate::api::secret_fields::redact_text(&one_line);

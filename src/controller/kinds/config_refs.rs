@@ -278,7 +278,7 @@ pub const SECRET_TOO_LARGE: &str = "SecretTooLarge";
 /// is labelled [`CLUSTER_READABLE`]: the operator's namespace also holds the Connections'
 /// credentials, which no resource may send anywhere.
 pub fn require_cluster_readable(secret: &Secret, named_by: &str) -> Result<(), Error> {
-    if secret.labels().get(CLUSTER_READABLE).map(String::as_str) == Some("true") {
+    if cluster_readable(secret) {
         return Ok(());
     }
     Err(Error::not_allowed(
@@ -289,6 +289,11 @@ pub fn require_cluster_readable(secret: &Secret, named_by: &str) -> Result<(), E
             secret.name_any(),
         ),
     ))
+}
+
+/// True for a Secret labelled [`CLUSTER_READABLE`]`=true`, for cluster-scoped resources to read.
+pub fn cluster_readable(secret: &Secret) -> bool {
+    secret.labels().get(CLUSTER_READABLE).map(String::as_str) == Some("true")
 }
 
 /// The value of one reference; the errors name the Secret and key, never a value.
